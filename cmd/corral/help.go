@@ -1,0 +1,52 @@
+package main
+
+const helpText = `corral runs one command (the runner) inside a process boundary and owns
+every process it creates: each descendant, however it detaches, is adopted,
+reaped, and killed when the runner ends. The runner's stdio and exit status
+pass through untouched; it starts with no capabilities and no_new_privs.
+
+Usage:
+  corral [options] -- RUNNER [ARG...]   run RUNNER (an absolute path) contained
+  corral probe [--json]                 what this machine allows, and why not
+  corral spec                           print a default OCI config.json for --config
+  corral version
+
+Options:
+  --mode MODE          auto (default), pidns or subreaper  [CORRAL_MODE]
+                         pidns:     RUNNER's tree lives in new PID + mount namespaces
+                                    (plus a user namespace when unprivileged);
+                                    nothing survives, even if corral is SIGKILLed
+                         subreaper: corral adopts orphans as a child subreaper in the
+                                    current namespaces (or is PID 1 of a container)
+                         auto:      pidns where the kernel allows it, else subreaper
+  --state PATH         write a JSON state document there (atomic, mode 0600)
+                         [CORRAL_STATE_PATH, HERMES_CLI_PROCESS_STATE_PATH]
+  --grace SECONDS      teardown grace before SIGKILL, 0 to 30 (default 10)
+                         [CORRAL_GRACE_SECONDS, HERMES_CLI_PROCESS_GRACE_SECONDS]
+  --poll SECONDS       state refresh interval, 0.01 to 5 (default 0.5)
+                         [CORRAL_POLL_SECONDS, HERMES_CLI_PROCESS_POLL_SECONDS]
+  --cap-add CAP        keep capability CAP (e.g. NET_BIND_SERVICE); repeatable
+  --allow-new-privs    do not set no_new_privs (setuid programs work again)
+  --net MODE           host (default) or none: a network namespace with only
+                         loopback, up (pidns mode)
+  --rlimit NAME=SOFT[:HARD]
+                       set a resource limit, e.g. RLIMIT_NOFILE=1024:4096; repeatable
+  --config PATH        an OCI runtime-spec config.json (see 'corral spec')
+  -v, --verbose        say which mode was chosen and why, and what teardown did
+                         [CORRAL_VERBOSE]
+  -h, --help           this text
+
+An environment value that does not parse means the default; one out of range
+is clamped. corral removes these variables from RUNNER's environment.
+
+Signals: SIGTERM, SIGINT, SIGHUP and SIGQUIT cancel the run (forwarded to the
+whole tree; a second one skips the rest of the grace); other signals go to
+RUNNER alone.
+
+Exit status: RUNNER's own; 128+N if it was killed by signal N; 127 if RUNNER
+was not found and 126 if it could not be executed ("runner exec failed");
+2 for a usage error; 125 if corral's own setup failed.
+
+Example:
+  corral --state /tmp/state.json -- /bin/sh -c 'sleep 100 & echo started'
+`

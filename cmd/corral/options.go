@@ -1,0 +1,185 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/corral-sh/corral/internal/bounds"
+	"github.com/corral-sh/corral/sandbox"
+)
+
+var errHelp = errors.New("help requested")
+
+// Bounds of the timing options (SPEC: Command line).
+const (
+	graceDefault, graceMin, graceMax = 10.0, 0.0, 30.0
+	pollDefault, pollMin, pollMax    = 0.5, 0.01, 5.0
+)
+
+// Environment variables, in precedence order; corral removes all of them
+// from the runner's environment.
+var (
+	envMode    = []string{"CORRAL_MODE"}
+	envState   = []string{"CORRAL_STATE_PATH", "HERMES_CLI_PROCESS_STATE_PATH"}
+	envGrace   = []string{"CORRAL_GRACE_SECONDS", "HERMES_CLI_PROCESS_GRACE_SECONDS"}
+	envPoll    = []string{"CORRAL_POLL_SECONDS", "HERMES_CLI_PROCESS_POLL_SECONDS"}
+	envVerbose = []string{"CORRAL_VERBOSE"}
+)
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// parseRun turns the command line and environment into launch options.
+// Flags are strict (a malformed value is a usage error); environment
+// values are lenient (a malformed one means the default).
+func parseRun(args []string, lookup func(string) (string, bool)) (sandbox.Options, error) {
+	fs := flag.NewFlagSet("corral", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var (
+		mode, state, grace, poll, net string
+		capAdd, rlimits               listFlag
+		allowNewPrivs, verbose, help  bool
+	)
+	fs.StringVar(&mode, "mode", "", "")
+	fs.StringVar(&state, "state", "", "")
+	fs.StringVar(&grace, "grace", "", "")
+	fs.StringVar(&poll, "poll", "", "")
+	fs.StringVar(&net, "net", "host", "")
+	fs.Var(&capAdd, "cap-add", "")
+	fs.Var(&rlimits, "rlimit", "")
+	fs.BoolVar(&allowNewPrivs, "allow-new-privs", false, "")
+	fs.BoolVar(&verbose, "v", false, "")
+	fs.BoolVar(&verbose, "verbose", false, "")
+	fs.BoolVar(&help, "h", false, "")
+	fs.BoolVar(&help, "help", false, "")
+	if err := fs.Parse(args); err != nil {
+		return sandbox.Options{}, err
+	}
+	if help {
+		return sandbox.Options{}, errHelp
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	var o sandbox.Options
+	var err error
+	if set["mode"] {
+		if o.Mode, err = sandbox.ParseMode(mode); err != nil {
+			return o, fmt.Errorf("--mode: %w", err)
+		}
+	} else if m, ok := firstEnv(envMode, lookup); ok {
+		if o.Mode, err = sandbox.ParseMode(m); err != nil {
+			o.Mode = sandbox.ModeAuto
+		}
+	} else {
+		o.Mode = sandbox.ModeAuto
+	}
+
+	graceSeconds, err := bounds.Float(grace, set["grace"], envGrace, lookup, graceDefault, graceMin, graceMax)
+	if err != nil {
+		return o, fmt.Errorf("--grace: %w", err)
+	}
+	pollSeconds, err := bounds.Float(poll, set["poll"], envPoll, lookup, pollDefault, pollMin, pollMax)
+	if err != nil {
+		return o, fmt.Errorf("--poll: %w", err)
+	}
+	o.Grace, o.Poll = bounds.Seconds(graceSeconds), bounds.Seconds(pollSeconds)
+
+	o.StatePath = state
+	if !set["state"] {
+		o.StatePath, _ = firstEnv(envState, lookup)
+	}
+	o.Verbose = verbose
+	if v, ok := firstEnv(envVerbose, lookup); ok && !set["v"] && !set["verbose"] {
+		o.Verbose = bounds.Bool(v)
+	}
+
+	for _, name := range capAdd {
+		c, err := sandbox.ParseCap(name)
+		if err != nil {
+			return o, fmt.Errorf("--cap-add: %w", err)
+		}
+		o.Privileges.Keep = append(o.Privileges.Keep, c)
+	}
+	o.Privileges.AllowNewPrivs = allowNewPrivs
+	for _, text := range rlimits {
+		rl, err := sandbox.ParseRlimit(text)
+		if err != nil {
+			return o, fmt.Errorf("--rlimit: %w", err)
+		}
+		o.Privileges.Rlimits = append(o.Privileges.Rlimits, rl)
+	}
+	switch net {
+	case "host":
+	case "none":
+		o.Namespaces.Net = true
+	default:
+		return o, fmt.Errorf("--net: unknown value %q: want host or none", net)
+	}
+
+	command := fs.Args()
+	if len(command) == 0 {
+		return o, errors.New("no runner given: corral [options] -- RUNNER [ARG...]")
+	}
+	if !filepath.IsAbs(command[0]) {
+		return o, relativeRunnerError(command[0], lookup)
+	}
+	o.Path, o.Args = command[0], command
+	o.Env = runnerEnv(os.Environ())
+	return o, nil
+}
+
+// relativeRunnerError explains that the runner must be absolute, naming
+// the path PATH would give: corral never searches PATH itself, so what
+// runs is exactly what the caller wrote.
+func relativeRunnerError(name string, lookup func(string) (string, bool)) error {
+	msg := fmt.Sprintf("runner %q is not an absolute path", name)
+	if !strings.Contains(name, "/") {
+		if path, ok := lookup("PATH"); ok {
+			for _, dir := range filepath.SplitList(path) {
+				candidate := filepath.Join(dir, name)
+				if filepath.IsAbs(candidate) {
+					if _, err := exec.LookPath(candidate); err == nil {
+						return fmt.Errorf("%s; did you mean %s?", msg, candidate)
+					}
+				}
+			}
+		}
+	}
+	return errors.New(msg)
+}
+
+func firstEnv(names []string, lookup func(string) (string, bool)) (string, bool) {
+	for _, n := range names {
+		if v, ok := lookup(n); ok && v != "" {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// runnerEnv is the caller's environment without corral's own settings.
+func runnerEnv(environ []string) []string {
+	own := map[string]bool{}
+	for _, names := range [][]string{envMode, envState, envGrace, envPoll, envVerbose} {
+		for _, n := range names {
+			own[n] = true
+		}
+	}
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !own[name] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

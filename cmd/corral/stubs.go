@@ -1,0 +1,16 @@
+package main
+
+import (
+	"fmt"
+	"io"
+)
+
+func runProbe(args []string, stdout, stderr io.Writer) int {
+	fmt.Fprintln(stderr, "corral: probe is not built yet")
+	return exitSetup
+}
+
+func runSpec(args []string, stdout, stderr io.Writer) int {
+	fmt.Fprintln(stderr, "corral: spec is not built yet")
+	return exitSetup
+}

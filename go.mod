@@ -1,0 +1,7 @@
+module github.com/corral-sh/corral
+
+go 1.26.0
+
+require golang.org/x/sys v0.50.0
+
+require github.com/moby/sys/capability v0.5.0

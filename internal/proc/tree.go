@@ -1,0 +1,182 @@
+package proc
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Source answers the two questions a tree walk asks. System() reads the
+// live /proc; tests and the fallback use a Table.
+type Source interface {
+	Children(pid int) ([]int, error)
+	Stat(pid int) (Stat, error)
+}
+
+// Descendants lists the processes below root (root excluded), each parent
+// before its children. Zombies are included: they still hold their pid.
+//
+// A child is kept only if its stat still names the parent it was found
+// under: a pid that exited and was reused between the two reads, or that
+// was reparented meanwhile, is left out rather than mistaken for a member
+// (a reparented process shows up under its new parent on the next walk).
+// Processes that vanish mid-walk are skipped, not errors.
+func Descendants(src Source, root int) []Stat {
+	var out []Stat
+	queue := []int{root}
+	seen := map[int]bool{root: true}
+	for len(queue) > 0 {
+		parent := queue[0]
+		queue = queue[1:]
+		kids, err := src.Children(parent)
+		if err != nil {
+			continue
+		}
+		for _, pid := range kids {
+			if seen[pid] {
+				continue
+			}
+			st, err := src.Stat(pid)
+			if err != nil || st.PPID != parent {
+				continue
+			}
+			seen[pid] = true
+			out = append(out, st)
+			queue = append(queue, pid)
+		}
+	}
+	return out
+}
+
+// Table is a Source over a fixed snapshot of stat records.
+type Table map[int]Stat
+
+// Children implements Source.
+func (t Table) Children(pid int) ([]int, error) {
+	var kids []int
+	for child, st := range t {
+		if st.PPID == pid && child != pid {
+			kids = append(kids, child)
+		}
+	}
+	return kids, nil
+}
+
+// Stat implements Source.
+func (t Table) Stat(pid int) (Stat, error) {
+	st, ok := t[pid]
+	if !ok {
+		return Stat{}, os.ErrNotExist
+	}
+	return st, nil
+}
+
+// ScanAll reads every process in /proc into a Table. It costs one read per
+// process on the host, so the engine uses it only where the kernel lacks
+// /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN).
+func ScanAll() (Table, error) {
+	names, err := readDirNames("/proc")
+	if err != nil {
+		return nil, err
+	}
+	t := make(Table, len(names))
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		if st, err := ReadStat(pid); err == nil {
+			t[pid] = st
+		}
+	}
+	return t, nil
+}
+
+// System returns the Source for the live /proc: children come from
+// /proc/PID/task/TID/children, so a walk costs in proportion to the tree
+// walked, not to the number of processes on the host.
+func System() Source {
+	childrenFilesOnce.Do(func() {
+		_, err := os.Stat("/proc/thread-self/children")
+		childrenFiles = err == nil
+	})
+	if childrenFiles {
+		return liveSource{}
+	}
+	return scanningSource{}
+}
+
+var (
+	childrenFilesOnce sync.Once
+	childrenFiles     bool
+)
+
+type liveSource struct{}
+
+// Children reads the children files of every thread of pid: a child is
+// listed under the thread that forked it, or, for an adopted orphan, under
+// the thread the kernel picked as its new parent.
+func (liveSource) Children(pid int) ([]int, error) {
+	base := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, err := readDirNames(base)
+	if err != nil {
+		return nil, err
+	}
+	var kids []int
+	for _, tid := range tasks {
+		data, err := os.ReadFile(base + tid + "/children")
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		for _, f := range strings.Fields(string(data)) {
+			if child, err := strconv.Atoi(f); err == nil {
+				kids = append(kids, child)
+			}
+		}
+	}
+	return kids, nil
+}
+
+func (liveSource) Stat(pid int) (Stat, error) { return ReadStat(pid) }
+
+// scanningSource answers from a full /proc scan; used only without
+// children files.
+type scanningSource struct{}
+
+func (scanningSource) Children(pid int) ([]int, error) {
+	t, err := ScanAll()
+	if err != nil {
+		return nil, err
+	}
+	return t.Children(pid)
+}
+
+func (scanningSource) Stat(pid int) (Stat, error) { return ReadStat(pid) }
+
+// ChildrenOf lists the direct children of pid in the live /proc.
+func ChildrenOf(pid int) ([]Stat, error) {
+	src := System()
+	kids, err := src.Children(pid)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Stat, 0, len(kids))
+	for _, k := range kids {
+		st, err := src.Stat(k)
+		if err != nil || st.PPID != pid {
+			continue
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func readDirNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}

@@ -1,0 +1,359 @@
+package reaper
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/corral-sh/corral/internal/proc"
+	"github.com/corral-sh/corral/internal/statefile"
+	"golang.org/x/sys/unix"
+)
+
+// Config is what the engine needs to run one runner.
+type Config struct {
+	// Start starts the runner as a child of the calling process and returns
+	// its pid. It runs after the engine owns SIGCHLD, so no exit is missed,
+	// and it must not wait for the child: the engine is the only waiter.
+	// An error with pid > 0 means the runner process exists but will exit
+	// by itself (an exec failure reported by the exec stage); the error is
+	// printed and the process reaped like any other. An error with pid <= 0
+	// means nothing started.
+	Start func() (pid int, err error)
+
+	Grace time.Duration // from the first teardown signal to SIGKILL
+	Poll  time.Duration // state refresh interval; the engine is idle otherwise
+
+	State *statefile.Writer // nil: no state file
+
+	// OwnsNamespace says the engine is PID 1 of a PID namespace made for
+	// this run, so kill(-1) reaches exactly the runner's tree. Never set
+	// it otherwise: in the caller's namespace kill(-1) reaches every
+	// process of the user.
+	OwnsNamespace bool
+
+	Stderr io.Writer                     // where the one-line runner errors go
+	Logf   func(format string, a ...any) // -v diagnostics; nil: silent
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	ExitCode          int
+	TerminationSignal syscall.Signal // 0 when the runner simply exited
+	Escalated         bool
+}
+
+type phase string
+
+const (
+	phaseStarting    phase = "starting"
+	phaseRunning     phase = "running"
+	phaseTerminating phase = "terminating"
+	phaseKilling     phase = "killing" // reported as "terminating" in the state file
+	phaseExited      phase = "exited"
+)
+
+// ErrSetup wraps failures of the engine's own setup (exit status 125).
+var ErrSetup = errors.New("corral setup failed")
+
+type engine struct {
+	cfg        Config
+	self       int
+	acct       *accounting
+	phase      phase
+	termSignal syscall.Signal
+	escalated  bool
+	noChildren bool // the last wait4 said ECHILD: the tree is empty
+
+	children <-chan os.Signal // SIGCHLD only; a buffer of one is enough, it is an edge
+	signals  <-chan os.Signal // everything else the engine handles
+
+	written *statefile.Document // last document on disk, to skip identical writes
+}
+
+// Run starts the runner and supervises its tree until the tree is empty.
+// The returned error is non-nil only when the engine itself could not work
+// (ErrSetup); the runner's own failures are in Result.ExitCode.
+func Run(cfg Config) (Result, error) {
+	if cfg.Stderr == nil {
+		cfg.Stderr = os.Stderr
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	children := make(chan os.Signal, 1)
+	signals := make(chan os.Signal, 64)
+	signal.Notify(children, unix.SIGCHLD)
+	signal.Notify(signals, cancellingSignals()...)
+	signal.Notify(signals, forwardedSignals...)
+	defer signal.Stop(children)
+	defer signal.Stop(signals)
+
+	e := &engine{cfg: cfg, self: os.Getpid(), phase: phaseStarting, children: children, signals: signals, acct: newAccounting(-1)}
+	if e.self != 1 {
+		// As PID 1 the kernel already hands us every orphan of the
+		// namespace; elsewhere we must ask to be their reaper.
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return Result{ExitCode: 125}, fmt.Errorf("%w: become child subreaper (prctl PR_SET_CHILD_SUBREAPER): %w", ErrSetup, err)
+		}
+	}
+	e.writeState()
+
+	pid, err := cfg.Start()
+	if pid <= 0 {
+		if err == nil {
+			err = errors.New("runner start returned no pid")
+		}
+		e.acct.runnerReaped, e.acct.runnerExitCode = true, 125
+		e.phase = phaseExited
+		e.writeState()
+		return Result{ExitCode: 125}, fmt.Errorf("%w: %w", ErrSetup, err)
+	}
+	if err != nil {
+		fmt.Fprintf(cfg.Stderr, "corral: %v\n", err)
+	}
+	e.acct.runner = pid
+	e.phase = phaseRunning
+	e.cfg.Logf("runner started as pid %d", pid)
+	e.observe()
+	e.writeState()
+
+	e.supervise()
+	e.teardown()
+
+	e.phase = phaseExited
+	e.observe()
+	e.writeState()
+	return Result{ExitCode: e.acct.runnerExitCode, TerminationSignal: e.termSignal, Escalated: e.escalated}, nil
+}
+
+// supervise runs until the runner has exited or a cancelling signal came.
+func (e *engine) supervise() {
+	tick := e.stateTicker()
+	defer tick.Stop()
+	e.reap()
+	for !e.acct.runnerReaped && e.termSignal == 0 {
+		select {
+		case <-e.children:
+			e.reap()
+		case s := <-e.signals:
+			e.handleSignal(s.(syscall.Signal))
+		case <-tick.C:
+			e.observe()
+			e.writeState()
+		}
+	}
+}
+
+// handleSignal records and reports whether s was a cancelling signal;
+// any other signal is forwarded to the runner alone.
+func (e *engine) handleSignal(s syscall.Signal) bool {
+	if cancelling[s] {
+		if e.termSignal == 0 {
+			e.termSignal = s
+		}
+		e.cfg.Logf("received %v", s)
+		return true
+	}
+	if !e.acct.runnerReaped {
+		// The runner is our unreaped child, so its pid cannot have been
+		// reused: a plain kill is exact.
+		if err := unix.Kill(e.acct.runner, s); err != nil && !errors.Is(err, unix.ESRCH) {
+			e.cfg.Logf("forward %v to runner: %v", s, err)
+		}
+	}
+	return false
+}
+
+// teardown signals every remaining process, waits up to the grace period
+// for the tree to empty, then kills until nothing is left.
+func (e *engine) teardown() {
+	e.phase = phaseTerminating
+	e.observe()
+	e.writeState()
+	sig := e.termSignal
+	if sig == 0 {
+		sig = unix.SIGTERM
+	}
+	e.cfg.Logf("teardown: %v to the tree, grace %v", sig, e.cfg.Grace)
+	e.signalTree(sig)
+	e.reap()
+
+	tick := e.stateTicker()
+	defer tick.Stop()
+	grace := time.NewTimer(e.cfg.Grace)
+	defer grace.Stop()
+	waiting := true
+	for waiting && !e.noChildren {
+		select {
+		case <-e.children:
+			e.reap()
+		case s := <-e.signals:
+			if e.handleSignal(s.(syscall.Signal)) {
+				// Another cancel while we wait: the caller wants it over.
+				waiting = false
+			}
+		case <-grace.C:
+			waiting = false
+		case <-tick.C:
+			e.observe()
+			e.writeState()
+		}
+	}
+	if e.noChildren {
+		return
+	}
+
+	e.phase = phaseKilling
+	e.writeState()
+	// Processes forked after a round escape it, so kill, reap and scan
+	// again until wait4 reports that nothing is left below us.
+	rescan := time.NewTicker(10 * time.Millisecond)
+	defer rescan.Stop()
+	for !e.noChildren {
+		if n := e.signalTree(unix.SIGKILL); n > 0 {
+			if !e.escalated {
+				e.cfg.Logf("grace over: SIGKILL to %d processes", n)
+			}
+			e.escalated = true
+		}
+		e.reap()
+		if e.noChildren {
+			break
+		}
+		select {
+		case <-e.children:
+			e.reap()
+		case s := <-e.signals:
+			e.handleSignal(s.(syscall.Signal))
+		case <-rescan.C:
+		}
+	}
+}
+
+// signalTree sends sig to every live process below the engine, with
+// SIGCONT to stopped ones so they can act on it. It returns how many
+// processes it found alive.
+func (e *engine) signalTree(sig syscall.Signal) int {
+	if e.cfg.OwnsNamespace && sig == unix.SIGKILL {
+		// One syscall under the kernel's task list lock: nothing forked
+		// in the namespace can slip between scan and kill.
+		if err := unix.Kill(-1, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+			e.cfg.Logf("kill(-1, %v): %v", sig, err)
+		}
+	}
+	n := 0
+	for _, st := range proc.Descendants(proc.System(), e.self) {
+		if st.Zombie() {
+			continue
+		}
+		n++
+		if err := proc.Signal(st.PID, st.StartTime, sig); err != nil {
+			e.cfg.Logf("signal %v to pid %d: %v", sig, st.PID, err)
+		}
+		if st.Stopped() && sig != unix.SIGKILL {
+			_ = proc.Signal(st.PID, st.StartTime, unix.SIGCONT)
+		}
+	}
+	return n
+}
+
+// reap collects every child that has exited. SIGCHLD is an edge, not a
+// count: one signal may stand for many exits, so loop until wait4 has
+// nothing more. __WALL includes children that do not signal their exit.
+func (e *engine) reap() {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.ECHILD) {
+			e.noChildren = true
+			return
+		}
+		if err != nil || pid <= 0 {
+			return
+		}
+		code := ExitCode(ws)
+		if pid == e.acct.runner {
+			e.cfg.Logf("runner exited: status %d", code)
+		}
+		e.acct.reaped(pid, code)
+	}
+}
+
+func (e *engine) observe() {
+	if e.cfg.State == nil {
+		return
+	}
+	kids, err := proc.ChildrenOf(e.self)
+	if err != nil {
+		e.cfg.Logf("scan children: %v", err)
+		return
+	}
+	e.acct.observe(kids)
+}
+
+// stateTicker paces state refreshes. Without a state file nothing needs
+// refreshing, and the engine sleeps until a signal arrives.
+func (e *engine) stateTicker() *time.Ticker {
+	if e.cfg.State == nil || e.cfg.Poll <= 0 {
+		t := time.NewTicker(time.Hour)
+		t.Stop()
+		return t
+	}
+	return time.NewTicker(e.cfg.Poll)
+}
+
+func (e *engine) document() statefile.Document {
+	a := e.acct
+	doc := statefile.Document{
+		ActiveChildren:        a.liveChildren,
+		AdoptedChildren:       a.liveAdopted,
+		Escalated:             e.escalated,
+		OrphanedChildrenTotal: a.orphanedTotal,
+		Phase:                 string(e.phase),
+		ReapedChildrenTotal:   a.reapedTotal,
+		ReapedOrphansTotal:    a.reapedOrphans,
+	}
+	if e.phase == phaseKilling {
+		doc.Phase = string(phaseTerminating)
+	}
+	if a.runnerReaped {
+		code := a.runnerExitCode
+		doc.RunnerExitCode = &code
+	}
+	if e.termSignal != 0 {
+		s := int(e.termSignal)
+		doc.TerminationSignal = &s
+	}
+	return doc
+}
+
+// writeState writes the document when it differs from the last one written.
+func (e *engine) writeState() {
+	if e.cfg.State == nil {
+		return
+	}
+	doc := e.document()
+	if e.written != nil && sameDocument(*e.written, doc) {
+		return
+	}
+	_ = e.cfg.State.Write(doc) // the writer reports its own failure, once
+	e.written = &doc
+}
+
+func sameDocument(a, b statefile.Document) bool {
+	sameInt := func(x, y *int) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
+	if !sameInt(a.RunnerExitCode, b.RunnerExitCode) || !sameInt(a.TerminationSignal, b.TerminationSignal) {
+		return false
+	}
+	a.RunnerExitCode, b.RunnerExitCode = nil, nil
+	a.TerminationSignal, b.TerminationSignal = nil, nil
+	return a == b
+}

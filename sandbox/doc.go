@@ -1,0 +1,18 @@
+// Package sandbox builds the boundary a runner lives in and starts it.
+//
+// Three process roles live here, each a re-execution of the corral binary
+// selected by an argv[0] no user types by accident:
+//
+//   - the host side (Launch): picks the mode; in pidns mode it clones the
+//     init into new namespaces, forwards signals to it and exits with its
+//     status; in subreaper mode it runs the engine itself;
+//   - the init (argv[0] "corral [init]"): PID 1 of the new PID namespace;
+//     mounts a private /proc, then runs the reaper engine;
+//   - the exec stage (argv[0] "corral [exec]"): the runner's process before
+//     execve, on one locked OS thread: rlimits, capability sets,
+//     no_new_privs, a read-back check, then execve.
+//
+// Children report setup failures over a close-on-exec pipe, so the parent
+// can tell "the runner is running" (EOF) from "setup failed" (bytes) and
+// print the reason once.
+package sandbox

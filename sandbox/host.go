@@ -1,0 +1,153 @@
+package sandbox
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"github.com/corral-sh/corral/reaper"
+	"github.com/moby/sys/capability"
+	"golang.org/x/sys/unix"
+)
+
+const initArg0 = "corral [init]"
+
+// initCaps are what a non-root init needs across its execve inside a new
+// user namespace (where a non-zero uid loses every capability at exec
+// unless it is ambient): mounting /proc and setting the hostname, bringing
+// up loopback, and letting the exec stage shrink the bounding set.
+var initCaps = []int{int(capability.CAP_SYS_ADMIN), int(capability.CAP_NET_ADMIN), int(capability.CAP_SETPCAP)}
+
+// runPidns clones an init into new namespaces, forwards signals to it, and
+// returns its exit status. An *unavailableError means the namespaces could
+// not be made and nothing of the runner started.
+func runPidns(o *Options) (int, error) {
+	userns := o.Namespaces.User || !holdsCap(capability.CAP_SYS_ADMIN)
+	flags := uintptr(unix.CLONE_NEWPID | unix.CLONE_NEWNS)
+	if userns {
+		flags |= unix.CLONE_NEWUSER
+	}
+	if o.Namespaces.Net {
+		flags |= unix.CLONE_NEWNET
+	}
+	if o.Namespaces.IPC {
+		flags |= unix.CLONE_NEWIPC
+	}
+	if o.Namespaces.UTS || o.Namespaces.Hostname != "" {
+		flags |= unix.CLONE_NEWUTS
+	}
+	sys := &syscall.SysProcAttr{
+		Cloneflags: flags,
+		// The kernel kills the init, and with it the whole namespace, when
+		// the thread that started it dies: that thread must be the one
+		// that lives as long as corral, hence LockOSThread below.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if userns {
+		// Keep the caller's ids (as bwrap does) so tools that look up
+		// their passwd entry keep working.
+		uid, gid := os.Getuid(), os.Getgid()
+		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+		sys.GidMappingsEnableSetgroups = false
+		if uid != 0 {
+			for _, c := range append(append([]int{}, initCaps...), o.Privileges.Keep...) {
+				sys.AmbientCaps = append(sys.AmbientCaps, uintptr(c))
+			}
+		}
+	}
+	// Never unlocked: this goroutine (main) and its thread live until exit.
+	runtime.LockOSThread()
+	signals := make(chan os.Signal, 64)
+	signal.Notify(signals, reaper.HandledSignals()...)
+	defer signal.Stop(signals)
+
+	pid, ready, err := spawnStage(initArg0, o, syscall.ProcAttr{Env: o.Env, Sys: sys})
+	if err != nil {
+		return 125, &unavailableError{&SetupError{Step: "clone " + cloneFlagNames(flags), Err: err, Hint: cloneHint(err, userns)}}
+	}
+	line, _ := bufio.NewReader(ready).ReadString('\n')
+	ready.Close()
+	line = strings.TrimSpace(line)
+	if line != initReady {
+		status := waitInit(pid, nil)
+		if line == "" {
+			line = fmt.Sprintf("init exited with status %d before it was ready", status)
+		}
+		return 125, &unavailableError{decodeInitFailure(line)}
+	}
+	if userns {
+		o.logf("mode pidns: new user, PID and mount namespaces, uid %d and gid %d mapped to themselves", os.Getuid(), os.Getgid())
+	} else {
+		o.logf("mode pidns: new PID and mount namespaces (no user namespace: corral holds CAP_SYS_ADMIN)")
+	}
+	return waitInit(pid, signals), nil
+}
+
+// waitInit forwards signals to the init until it exits, and returns its
+// status. The init is our only child, so waiting for it by pid is exact.
+func waitInit(pid int, signals <-chan os.Signal) int {
+	done := make(chan unix.WaitStatus, 1)
+	go func() {
+		var ws unix.WaitStatus
+		for {
+			_, err := unix.Wait4(pid, &ws, 0, nil)
+			if !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		done <- ws
+	}()
+	for {
+		select {
+		case ws := <-done:
+			return reaper.ExitCode(ws)
+		case s := <-signals:
+			// The init is our unreaped child: its pid cannot be reused.
+			_ = unix.Kill(pid, s.(syscall.Signal))
+		}
+	}
+}
+
+func holdsCap(c capability.Cap) bool {
+	caps, err := capability.NewPid2(0)
+	if err != nil || caps.Load() != nil {
+		return false
+	}
+	return caps.Get(capability.EFFECTIVE, c)
+}
+
+func cloneFlagNames(flags uintptr) string {
+	var names []string
+	for _, f := range []struct {
+		flag uintptr
+		name string
+	}{
+		{unix.CLONE_NEWUSER, "CLONE_NEWUSER"}, {unix.CLONE_NEWPID, "CLONE_NEWPID"}, {unix.CLONE_NEWNS, "CLONE_NEWNS"},
+		{unix.CLONE_NEWNET, "CLONE_NEWNET"}, {unix.CLONE_NEWIPC, "CLONE_NEWIPC"}, {unix.CLONE_NEWUTS, "CLONE_NEWUTS"},
+	} {
+		if flags&f.flag != 0 {
+			names = append(names, f.name)
+		}
+	}
+	return "clone(" + strings.Join(names, "|") + ")"
+}
+
+func cloneHint(err error, userns bool) string {
+	switch {
+	case userns && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)):
+		return "user namespaces are refused here: usually the sysctl kernel.unprivileged_userns_clone=0, AppArmor's kernel.apparmor_restrict_unprivileged_userns=1, or a container's seccomp profile; run `corral probe`, or use --mode subreaper"
+	case userns && errors.Is(err, unix.ENOSPC):
+		return "the user namespace limit is reached: the sysctl user.max_user_namespaces is 0 or exhausted; run `corral probe`, or use --mode subreaper"
+	case errors.Is(err, unix.EPERM):
+		return "creating namespaces needs CAP_SYS_ADMIN or a user namespace; run `corral probe`, or use --mode subreaper"
+	case errors.Is(err, unix.EINVAL):
+		return "this kernel lacks one of these namespace types; run `corral probe`, or use --mode subreaper"
+	}
+	return "run `corral probe`, or use --mode subreaper"
+}

@@ -1,0 +1,86 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/corral-sh/corral/internal/statefile"
+	"github.com/corral-sh/corral/reaper"
+)
+
+// Launch runs the runner contained as o asks and returns the status corral
+// exits with. A *SetupError means corral's own setup failed (status 125).
+func Launch(o Options) (int, error) {
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	switch o.Mode {
+	case ModeSubreaper:
+		if o.Namespaces.any() {
+			return 125, &SetupError{Step: "subreaper mode", Err: errors.New("namespaces were requested (--net, --config linux.namespaces or hostname)"),
+				Hint: "only pidns mode can create them: use --mode pidns or --mode auto"}
+		}
+		return runSubreaper(&o)
+	case ModePidns:
+		status, err := runPidns(&o)
+		return status, err
+	default:
+		status, err := runPidns(&o)
+		var unavailable *unavailableError
+		if !errors.As(err, &unavailable) {
+			return status, err
+		}
+		if o.Namespaces.any() {
+			// Only a namespace can honour the request: no fallback.
+			return 125, unavailable.SetupError
+		}
+		o.logf("mode subreaper: pidns unavailable: %v", unavailable.SetupError)
+		return runSubreaper(&o)
+	}
+}
+
+// unavailableError says pidns mode could not be set up and nothing of the
+// runner has started, so falling back loses nothing.
+type unavailableError struct{ *SetupError }
+
+func (o *Options) logf(format string, a ...any) {
+	if o.Verbose {
+		fmt.Fprintf(o.Stderr, "corral: "+format+"\n", a...)
+	}
+}
+
+// runEngine runs the reaper engine in this process.
+func runEngine(o *Options, ownsNamespace bool) (int, error) {
+	var state *statefile.Writer
+	if o.StatePath != "" {
+		state = statefile.Open(o.StatePath, o.Stderr)
+		defer state.Close()
+	}
+	var logf func(string, ...any)
+	if o.Verbose {
+		logf = o.logf
+	}
+	res, err := reaper.Run(reaper.Config{
+		Start:         func() (int, error) { return startRunner(o) },
+		Grace:         o.Grace,
+		Poll:          o.Poll,
+		State:         state,
+		OwnsNamespace: ownsNamespace,
+		Stderr:        o.Stderr,
+		Logf:          logf,
+	})
+	if err != nil {
+		return 125, err
+	}
+	return res.ExitCode, nil
+}
+
+func runSubreaper(o *Options) (int, error) {
+	if os.Getpid() == 1 {
+		o.logf("mode subreaper: corral is PID 1 and reaps its namespace")
+	} else {
+		o.logf("mode subreaper")
+	}
+	return runEngine(o, false)
+}

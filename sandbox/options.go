@@ -1,0 +1,84 @@
+package sandbox
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// Mode is how the boundary is built.
+type Mode string
+
+const (
+	ModeAuto      Mode = "auto"
+	ModePidns     Mode = "pidns"
+	ModeSubreaper Mode = "subreaper"
+)
+
+// ParseMode accepts the names of the --mode flag.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case ModeAuto, ModePidns, ModeSubreaper:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown mode %q: want auto, pidns or subreaper", s)
+}
+
+// Options describe one contained run. They travel as JSON to the init, so
+// every field that the init or exec stage needs is exported.
+type Options struct {
+	Mode Mode
+
+	Path string   // the runner, absolute
+	Args []string // argv, Args[0] included
+	Env  []string // the runner's whole environment
+	Dir  string   // working directory; empty: inherited
+
+	Grace     time.Duration
+	Poll      time.Duration
+	StatePath string
+
+	Privileges Privileges
+	Namespaces Namespaces
+
+	Verbose bool
+	Stderr  io.Writer `json:"-"`
+}
+
+// Privileges are applied by the exec stage, for the runner alone.
+type Privileges struct {
+	// Keep are the capabilities kept, in all five sets; nothing else is.
+	Keep          []int
+	AllowNewPrivs bool
+	Rlimits       []Rlimit
+}
+
+// Namespaces beyond the PID and mount namespaces pidns mode always makes.
+type Namespaces struct {
+	Net      bool   // new network namespace: loopback only
+	IPC      bool   // new System V IPC / POSIX message queue namespace
+	UTS      bool   // new hostname namespace
+	Hostname string // set in the new UTS namespace
+	// User forces a user namespace even for a caller with CAP_SYS_ADMIN.
+	User bool
+}
+
+// any reports whether a namespace beyond pidns' own was asked for.
+func (n Namespaces) any() bool { return n.Net || n.IPC || n.UTS || n.User || n.Hostname != "" }
+
+// SetupError is a failure of corral's own setup: exit status 125.
+type SetupError struct {
+	Step string // what corral was doing, e.g. "mount proc on /proc"
+	Err  error
+	Hint string // the usual cause and the fix, when known
+}
+
+func (e *SetupError) Error() string {
+	msg := e.Step + ": " + describeErr(e.Err)
+	if e.Hint != "" {
+		msg += "; " + e.Hint
+	}
+	return msg
+}
+
+func (e *SetupError) Unwrap() error { return e.Err }
