@@ -1,0 +1,108 @@
+package proc
+
+import (
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+)
+
+func pids(stats []Stat) []int {
+	out := make([]int, 0, len(stats))
+	for _, s := range stats {
+		out = append(out, s.PID)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The seed's tree: 10 → 11 → 12 (a zombie), and an unrelated 20.
+func TestDescendantsSeedTree(t *testing.T) {
+	table := Table{
+		10: {PID: 10, PPID: 1, StartTime: 1, State: 'S'},
+		11: {PID: 11, PPID: 10, StartTime: 2, State: 'S'},
+		12: {PID: 12, PPID: 11, StartTime: 3, State: 'Z'},
+		20: {PID: 20, PPID: 1, StartTime: 4, State: 'S'},
+	}
+	if got := pids(Descendants(table, 10)); !slices.Equal(got, []int{11, 12}) {
+		t.Fatalf("Descendants(10) = %v, want [11 12]", got)
+	}
+	if got := pids(Descendants(table, 20)); len(got) != 0 {
+		t.Fatalf("Descendants(20) = %v, want none", got)
+	}
+	if got := pids(Descendants(table, 1)); !slices.Equal(got, []int{10, 11, 12, 20}) {
+		t.Fatalf("Descendants(1) = %v", got)
+	}
+}
+
+// staleSource lists a child under a parent its stat no longer names: a
+// pid reused (or reparented) between the children read and the stat read.
+type staleSource struct{ Table }
+
+func (s staleSource) Children(pid int) ([]int, error) {
+	if pid == 10 {
+		return []int{11, 30}, nil
+	}
+	return s.Table.Children(pid)
+}
+
+func TestDescendantsSkipsReusedAndVanished(t *testing.T) {
+	src := staleSource{Table{
+		11: {PID: 11, PPID: 10},
+		30: {PID: 30, PPID: 999}, // pid 30 now belongs to someone else's child
+		31: {PID: 31, PPID: 30},
+	}}
+	// 30 and its children must not be walked; 40 (listed nowhere) is never read.
+	if got := pids(Descendants(src, 10)); !slices.Equal(got, []int{11}) {
+		t.Fatalf("Descendants = %v, want [11]", got)
+	}
+}
+
+func TestDescendantsCycleSafe(t *testing.T) {
+	// A corrupt snapshot must not loop forever.
+	table := Table{1: {PID: 1, PPID: 2}, 2: {PID: 2, PPID: 1}}
+	if got := pids(Descendants(table, 1)); !slices.Equal(got, []int{2}) {
+		t.Fatalf("Descendants = %v", got)
+	}
+}
+
+// The live source must see a real grandchild, the same as a full scan.
+func TestLiveDescendantsMatchFullScan(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "sleep 30 & sleep 30 & wait")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, st := range Descendants(System(), cmd.Process.Pid) {
+			_ = Signal(st.PID, st.StartTime, 9)
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	var live []int
+	for range 200 { // the shell needs a moment to fork its two sleeps
+		live = pids(Descendants(System(), cmd.Process.Pid))
+		if len(live) == 2 {
+			break
+		}
+		sleepBriefly()
+	}
+	if len(live) != 2 {
+		t.Fatalf("live walk found %v, want two sleeps", live)
+	}
+	table, err := ScanAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scanned := pids(Descendants(table, cmd.Process.Pid)); !slices.Equal(live, scanned) {
+		t.Fatalf("live walk %v != full scan %v", live, scanned)
+	}
+	kids, err := ChildrenOf(cmd.Process.Pid)
+	if err != nil || len(kids) != 2 {
+		t.Fatalf("ChildrenOf = %v, %v", kids, err)
+	}
+	self, err := ChildrenOf(os.Getpid())
+	if err != nil || !slices.ContainsFunc(self, func(s Stat) bool { return s.PID == cmd.Process.Pid }) {
+		t.Fatalf("ChildrenOf(self) = %v, %v: want the shell", self, err)
+	}
+}

@@ -1,0 +1,124 @@
+package reaper
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corral-sh/corral/internal/proc"
+	"github.com/corral-sh/corral/internal/statefile"
+	"golang.org/x/sys/unix"
+)
+
+// These tests run the engine in the test process itself, as a library user
+// would: the test binary becomes a child subreaper and the engine owns
+// wait4 for it. They must not run in parallel with each other.
+
+func shell(script string) func() (int, error) {
+	return func() (int, error) {
+		return syscall.ForkExec("/bin/sh", []string{"sh", "-c", script}, &syscall.ProcAttr{
+			Env: os.Environ(), Files: []uintptr{0, 1, 2},
+		})
+	}
+}
+
+func runEngine(t *testing.T, cfg Config) (Result, statefile.Document) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state.json")
+	w := statefile.Open(path, os.Stderr)
+	defer w.Close()
+	cfg.State = w
+	if cfg.Poll == 0 {
+		cfg.Poll = 10 * time.Millisecond
+	}
+	done := make(chan struct{})
+	var res Result
+	var err error
+	go func() { res, err = Run(cfg); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("engine did not finish within 30s")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, rerr := os.ReadFile(path)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	return res, decodeDoc(t, data)
+}
+
+func TestEngineRunnerExitStatus(t *testing.T) {
+	res, doc := runEngine(t, Config{Start: shell("exit 7"), Grace: time.Second})
+	if res.ExitCode != 7 || doc.Phase != "exited" || doc.ReapedChildrenTotal != 1 || doc.Escalated || *doc.RunnerExitCode != 7 {
+		t.Fatalf("res %+v doc %+v", res, doc)
+	}
+}
+
+func TestEngineKillsDetachedHelperThatIgnoresTerm(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "helper.pid")
+	script := `setsid sh -c 'trap "" TERM; echo $$ > ` + pidFile + `; while :; do sleep 1; done' & while [ ! -s ` + pidFile + ` ]; do sleep 0.01; done`
+	res, doc := runEngine(t, Config{Start: shell(script), Grace: 50 * time.Millisecond})
+	if res.ExitCode != 0 || !res.Escalated || !doc.Escalated || doc.OrphanedChildrenTotal < 1 || doc.ReapedOrphansTotal < 1 || doc.ActiveChildren != 0 {
+		t.Fatalf("res %+v doc %+v", res, doc)
+	}
+	data, _ := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	if pid <= 0 {
+		t.Fatalf("helper pid file %q", data)
+	}
+	if _, err := proc.ReadStat(pid); err == nil {
+		t.Fatalf("helper %d survived the teardown", pid)
+	}
+}
+
+func TestEngineCancelWithSecondSignalSkipsGrace(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	script := `trap "" TERM INT; touch ` + ready + `; while :; do sleep 1; done`
+	go func() {
+		for {
+			if _, err := os.Stat(ready); err == nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		_ = unix.Kill(os.Getpid(), unix.SIGTERM)
+		time.Sleep(50 * time.Millisecond)
+		_ = unix.Kill(os.Getpid(), unix.SIGINT)
+	}()
+	res, doc := runEngine(t, Config{Start: shell(script), Grace: 30 * time.Second})
+	if res.ExitCode != 137 || res.TerminationSignal != unix.SIGTERM || !res.Escalated {
+		t.Fatalf("res %+v", res)
+	}
+	if doc.TerminationSignal == nil || *doc.TerminationSignal != 15 {
+		t.Fatalf("termination_signal = %v, want 15 (the first)", doc.TerminationSignal)
+	}
+}
+
+func TestEngineForwardsUSR1ToRunner(t *testing.T) {
+	dir := t.TempDir()
+	ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
+	script := `trap 'echo usr1 > ` + got + `; exit 3' USR1; touch ` + ready + `; while :; do sleep 0.01; done`
+	go func() {
+		for {
+			if _, err := os.Stat(ready); err == nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		_ = unix.Kill(os.Getpid(), unix.SIGUSR1)
+	}()
+	res, _ := runEngine(t, Config{Start: shell(script), Grace: time.Second})
+	if res.ExitCode != 3 || res.TerminationSignal != 0 {
+		t.Fatalf("res %+v, want exit 3 from the runner's USR1 trap", res)
+	}
+	if data, _ := os.ReadFile(got); string(data) != "usr1\n" {
+		t.Fatalf("runner wrote %q", data)
+	}
+}
