@@ -28,6 +28,8 @@ func main() {
 		sandbox.RunExecStage()
 	case sandbox.IsInit():
 		sandbox.RunInit()
+	case sandbox.IsProbe():
+		sandbox.RunProbeChild()
 	}
 	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }

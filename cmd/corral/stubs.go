@@ -5,11 +5,6 @@ import (
 	"io"
 )
 
-func runProbe(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "corral: probe is not built yet")
-	return exitSetup
-}
-
 func runSpec(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "corral: spec is not built yet")
 	return exitSetup
