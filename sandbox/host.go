@@ -69,7 +69,7 @@ func runPidns(o *Options) (int, error) {
 
 	pid, ready, err := spawnStage(initArg0, o, syscall.ProcAttr{Env: o.Env, Sys: sys})
 	if err != nil {
-		return 125, &unavailableError{&SetupError{Step: "clone " + cloneFlagNames(flags), Err: err, Hint: cloneHint(err, userns)}}
+		return 125, &unavailableError{&SetupError{Step: cloneFlagNames(flags), Err: err, Hint: cloneHint(err, userns)}}
 	}
 	line, _ := bufio.NewReader(ready).ReadString('\n')
 	ready.Close()

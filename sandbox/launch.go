@@ -21,7 +21,7 @@ func Launch(o Options) (int, error) {
 			return 125, &SetupError{Step: "subreaper mode", Err: errors.New("namespaces were requested (--net, --config linux.namespaces or hostname)"),
 				Hint: "only pidns mode can create them: use --mode pidns or --mode auto"}
 		}
-		return runSubreaper(&o)
+		return runSubreaper(&o, "")
 	case ModePidns:
 		status, err := runPidns(&o)
 		return status, err
@@ -35,8 +35,7 @@ func Launch(o Options) (int, error) {
 			// Only a namespace can honour the request: no fallback.
 			return 125, unavailable.SetupError
 		}
-		o.logf("mode subreaper: pidns unavailable: %v", unavailable.SetupError)
-		return runSubreaper(&o)
+		return runSubreaper(&o, "pidns unavailable: "+unavailable.SetupError.Error())
 	}
 }
 
@@ -76,11 +75,13 @@ func runEngine(o *Options, ownsNamespace bool) (int, error) {
 	return res.ExitCode, nil
 }
 
-func runSubreaper(o *Options) (int, error) {
-	if os.Getpid() == 1 {
-		o.logf("mode subreaper: corral is PID 1 and reaps its namespace")
-	} else {
-		o.logf("mode subreaper")
+func runSubreaper(o *Options, why string) (int, error) {
+	if why == "" {
+		why = "as asked"
 	}
+	if os.Getpid() == 1 {
+		why += "; corral is PID 1 and reaps its namespace"
+	}
+	o.logf("mode subreaper: %s", why)
 	return runEngine(o, false)
 }
