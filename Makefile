@@ -23,8 +23,25 @@ vet:
 test: fmt-check vet
 	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
 
+# A runner that leaves two detached helpers behind (one in its own session
+# ignoring SIGTERM, one double-forked), then exits; corral adopts, reaps and
+# kills them, and its state file says so.
+DEMO_STATE ?= /tmp/corral-demo-state.json
+define DEMO_RUNNER
+setsid sh -c 'trap "" TERM; exec sleep 1000' &
+( sleep 1000 & )
+sleep 0.3
+echo "runner: left two detached helpers behind; exiting with status 3"
+exit 3
+endef
+export DEMO_RUNNER
+
 demo: build
-	./scripts/demo.sh $(BIN)
+	@echo '$$ corral -v --grace 1 --state $(DEMO_STATE) -- /bin/sh -c "$$DEMO_RUNNER"'
+	@$(BIN) -v --grace 1 --poll 0.05 --state $(DEMO_STATE) -- /bin/sh -c "$$DEMO_RUNNER"; \
+	  echo "corral exited with status $$? (the runner's own)"
+	@echo '$$ cat $(DEMO_STATE)'
+	@cat $(DEMO_STATE)
 
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/corral

@@ -156,14 +156,14 @@ func (e *engine) handleSignal(s syscall.Signal) bool {
 		if e.termSignal == 0 {
 			e.termSignal = s
 		}
-		e.cfg.Logf("received %v", s)
+		e.cfg.Logf("received %s", unix.SignalName(s))
 		return true
 	}
 	if !e.acct.runnerReaped {
 		// The runner is our unreaped child, so its pid cannot have been
 		// reused: a plain kill is exact.
 		if err := unix.Kill(e.acct.runner, s); err != nil && !errors.Is(err, unix.ESRCH) {
-			e.cfg.Logf("forward %v to runner: %v", s, err)
+			e.cfg.Logf("forward %s to runner: %v", unix.SignalName(s), err)
 		}
 	}
 	return false
@@ -179,8 +179,8 @@ func (e *engine) teardown() {
 	if sig == 0 {
 		sig = unix.SIGTERM
 	}
-	e.cfg.Logf("teardown: %v to the tree, grace %v", sig, e.cfg.Grace)
-	e.signalTree(sig)
+	n := e.signalTree(sig)
+	e.cfg.Logf("teardown: %s to %d processes, grace %v", unix.SignalName(sig), n, e.cfg.Grace)
 	e.reap()
 
 	tick := e.stateTicker()
