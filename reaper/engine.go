@@ -36,6 +36,11 @@ type Config struct {
 	// process of the user.
 	OwnsNamespace bool
 
+	// ExitAfterRun says the process exits as soon as Run returns, so the
+	// engine leaves its signal handlers registered rather than pay a
+	// runtime round trip per signal to remove them.
+	ExitAfterRun bool
+
 	Stderr io.Writer                     // where the one-line runner errors go
 	Logf   func(format string, a ...any) // -v diagnostics; nil: silent
 }
@@ -87,11 +92,25 @@ func Run(cfg Config) (Result, error) {
 	}
 	children := make(chan os.Signal, 1)
 	signals := make(chan os.Signal, 64)
+	// Each signal costs the runtime a round trip to its signal thread, and
+	// corral forwards some forty: register what the engine cannot miss now,
+	// and the signals it merely forwards while the runner starts. Until
+	// then the runtime drops those (their default for a Go program), as
+	// it would before corral started at all.
 	signal.Notify(children, unix.SIGCHLD)
 	signal.Notify(signals, cancellingSignals()...)
-	signal.Notify(signals, forwardedSignals...)
-	defer signal.Stop(children)
-	defer signal.Stop(signals)
+	forwarding := make(chan struct{})
+	go func() {
+		signal.Notify(signals, forwardedSignals...)
+		close(forwarding)
+	}()
+	defer func() {
+		<-forwarding
+		if !cfg.ExitAfterRun {
+			signal.Stop(children)
+			signal.Stop(signals)
+		}
+	}()
 
 	e := &engine{cfg: cfg, self: os.Getpid(), phase: phaseStarting, children: children, signals: signals, acct: newAccounting(-1)}
 	if e.self != 1 {

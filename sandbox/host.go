@@ -63,9 +63,15 @@ func runPidns(o *Options) (int, error) {
 	}
 	// Never unlocked: this goroutine (main) and its thread live until exit.
 	runtime.LockOSThread()
+	// Registered while the init starts (each signal is a runtime round
+	// trip); waitInit reads them only once the init is ready anyway. The
+	// process exits after us, so they are never unregistered.
 	signals := make(chan os.Signal, 64)
-	signal.Notify(signals, reaper.HandledSignals()...)
-	defer signal.Stop(signals)
+	forwarding := make(chan struct{})
+	go func() {
+		signal.Notify(signals, reaper.HandledSignals()...)
+		close(forwarding)
+	}()
 
 	pid, ready, err := spawnStage(initArg0, o, syscall.ProcAttr{Env: o.Env, Sys: sys})
 	if err != nil {
@@ -86,6 +92,7 @@ func runPidns(o *Options) (int, error) {
 	} else {
 		o.logf("mode pidns: new PID and mount namespaces (no user namespace: corral holds CAP_SYS_ADMIN)")
 	}
+	<-forwarding
 	return waitInit(pid, signals), nil
 }
 

@@ -66,6 +66,7 @@ func runEngine(o *Options, ownsNamespace bool) (int, error) {
 		Poll:          o.Poll,
 		State:         state,
 		OwnsNamespace: ownsNamespace,
+		ExitAfterRun:  true,
 		Stderr:        o.Stderr,
 		Logf:          logf,
 	})
