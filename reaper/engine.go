@@ -258,27 +258,30 @@ func (e *engine) teardown() {
 // SIGCONT to stopped ones so they can act on it. It returns how many
 // processes it found alive.
 func (e *engine) signalTree(sig syscall.Signal) int {
-	if e.cfg.OwnsNamespace && sig == unix.SIGKILL {
-		// One syscall under the kernel's task list lock: nothing forked
-		// in the namespace can slip between scan and kill.
-		if err := unix.Kill(-1, sig); err != nil && !errors.Is(err, unix.ESRCH) {
-			e.cfg.Logf("kill(-1, %v): %v", sig, err)
+	var live []proc.Stat
+	for _, st := range proc.Descendants(proc.System(), e.self) {
+		if !st.Zombie() {
+			live = append(live, st)
 		}
 	}
-	n := 0
-	for _, st := range proc.Descendants(proc.System(), e.self) {
-		if st.Zombie() {
-			continue
+	if len(live) > 0 && e.cfg.OwnsNamespace && sig == unix.SIGKILL {
+		// One syscall under the kernel's task list lock: nothing forked
+		// in the namespace can slip between scan and kill.
+		err := unix.Kill(-1, sig)
+		if err == nil || errors.Is(err, unix.ESRCH) {
+			return len(live)
 		}
-		n++
+		e.cfg.Logf("kill(-1, %s): %v; signalling one by one", unix.SignalName(sig), err)
+	}
+	for _, st := range live {
 		if err := proc.Signal(st.PID, st.StartTime, sig); err != nil {
-			e.cfg.Logf("signal %v to pid %d: %v", sig, st.PID, err)
+			e.cfg.Logf("signal %s to pid %d: %v", unix.SignalName(sig), st.PID, err)
 		}
 		if st.Stopped() && sig != unix.SIGKILL {
 			_ = proc.Signal(st.PID, st.StartTime, unix.SIGCONT)
 		}
 	}
-	return n
+	return len(live)
 }
 
 // reap collects every child that has exited. SIGCHLD is an edge, not a
