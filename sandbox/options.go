@@ -61,10 +61,13 @@ type Namespaces struct {
 	Hostname string // set in the new UTS namespace
 	// User forces a user namespace even for a caller with CAP_SYS_ADMIN.
 	User bool
+	// PID says the PID and mount namespaces were asked for by name (a
+	// --config linux.namespaces list), so subreaper mode cannot honour it.
+	PID bool
 }
 
-// any reports whether a namespace beyond pidns' own was asked for.
-func (n Namespaces) any() bool { return n.Net || n.IPC || n.UTS || n.User || n.Hostname != "" }
+// any reports whether a namespace was asked for: only pidns mode honours it.
+func (n Namespaces) any() bool { return n.Net || n.IPC || n.UTS || n.User || n.Hostname != "" || n.PID }
 
 // SetupError is a failure of corral's own setup: exit status 125.
 type SetupError struct {

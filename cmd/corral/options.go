@@ -45,6 +45,7 @@ func parseRun(args []string, lookup func(string) (string, bool)) (sandbox.Option
 	fs.SetOutput(io.Discard)
 	var (
 		mode, state, grace, poll, net string
+		configPath                    string
 		capAdd, rlimits               listFlag
 		allowNewPrivs, verbose, help  bool
 	)
@@ -56,6 +57,7 @@ func parseRun(args []string, lookup func(string) (string, bool)) (sandbox.Option
 	fs.Var(&capAdd, "cap-add", "")
 	fs.Var(&rlimits, "rlimit", "")
 	fs.BoolVar(&allowNewPrivs, "allow-new-privs", false, "")
+	fs.StringVar(&configPath, "config", "", "")
 	fs.BoolVar(&verbose, "v", false, "")
 	fs.BoolVar(&verbose, "verbose", false, "")
 	fs.BoolVar(&help, "h", false, "")
@@ -71,6 +73,15 @@ func parseRun(args []string, lookup func(string) (string, bool)) (sandbox.Option
 
 	var o sandbox.Options
 	var err error
+	// The config file comes first: every flag given on the command line
+	// then overrides what it set.
+	var cfg *sandbox.Config
+	if set["config"] {
+		if cfg, err = sandbox.LoadConfig(configPath); err != nil {
+			return o, fmt.Errorf("--config %s: %w", configPath, err)
+		}
+		cfg.Apply(&o)
+	}
 	if set["mode"] {
 		if o.Mode, err = sandbox.ParseMode(mode); err != nil {
 			return o, fmt.Errorf("--mode: %w", err)
@@ -102,6 +113,9 @@ func parseRun(args []string, lookup func(string) (string, bool)) (sandbox.Option
 		o.Verbose = bounds.Bool(v)
 	}
 
+	if len(capAdd) > 0 {
+		o.Privileges.Keep = nil // replaces the config's capabilities
+	}
 	for _, name := range capAdd {
 		c, err := sandbox.ParseCap(name)
 		if err != nil {
@@ -109,16 +123,21 @@ func parseRun(args []string, lookup func(string) (string, bool)) (sandbox.Option
 		}
 		o.Privileges.Keep = append(o.Privileges.Keep, c)
 	}
-	o.Privileges.AllowNewPrivs = allowNewPrivs
+	if allowNewPrivs {
+		o.Privileges.AllowNewPrivs = true
+	}
 	for _, text := range rlimits {
 		rl, err := sandbox.ParseRlimit(text)
 		if err != nil {
 			return o, fmt.Errorf("--rlimit: %w", err)
 		}
-		o.Privileges.Rlimits = append(o.Privileges.Rlimits, rl)
+		o.Privileges.Rlimits = sandbox.WithRlimit(o.Privileges.Rlimits, rl)
 	}
 	switch net {
 	case "host":
+		if set["net"] {
+			o.Namespaces.Net = false // an explicit --net host overrides the config
+		}
 	case "none":
 		o.Namespaces.Net = true
 	default:
@@ -126,14 +145,21 @@ func parseRun(args []string, lookup func(string) (string, bool)) (sandbox.Option
 	}
 
 	command := fs.Args()
-	if len(command) == 0 {
-		return o, errors.New("no runner given: corral [options] -- RUNNER [ARG...]")
+	switch {
+	case cfg != nil && cfg.Args != nil && len(command) > 0:
+		return o, fmt.Errorf("--config %s sets process.args and a runner follows --: give one of them", configPath)
+	case cfg != nil && cfg.Args != nil:
+		command = cfg.Args // checked absolute by sandbox.ParseConfig
+	case len(command) == 0:
+		return o, errors.New("no runner given: corral [options] -- RUNNER [ARG...], or process.args in --config")
 	}
 	if !filepath.IsAbs(command[0]) {
 		return o, relativeRunnerError(command[0], lookup)
 	}
 	o.Path, o.Args = command[0], command
-	o.Env = runnerEnv(os.Environ())
+	if cfg == nil || !cfg.EnvSet {
+		o.Env = runnerEnv(os.Environ())
+	}
 	return o, nil
 }
 

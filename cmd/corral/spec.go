@@ -1,0 +1,27 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/corral-sh/corral/sandbox"
+)
+
+// runSpec prints the config.json that reproduces corral's defaults (see
+// sandbox.DefaultConfig for what it leaves out, and why).
+func runSpec(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "usage: corral spec takes no arguments, got %q\nRun 'corral --help' for the options.\n", args[0])
+		return exitUsage
+	}
+	data, err := sandbox.DefaultConfig()
+	if err != nil {
+		fmt.Fprintf(stderr, "corral: spec: %v\n", err)
+		return 1
+	}
+	if _, err := stdout.Write(data); err != nil {
+		fmt.Fprintf(stderr, "corral: spec: %v\n", err)
+		return 1
+	}
+	return 0
+}

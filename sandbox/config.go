@@ -1,0 +1,646 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Config is the part of an OCI runtime-spec config.json that applies to one
+// contained command, validated and translated. A field is set only when the
+// file set it, so Apply can tell "the file said so" from "the default".
+type Config struct {
+	Args []string // process.args; nil when absent
+	// Env is process.env; EnvSet says it was given (even empty), and then
+	// it replaces the inherited environment, as runc does.
+	Env    []string
+	EnvSet bool
+	Cwd    string // process.cwd, absolute; "" inherits the caller's
+	// Keep is process.capabilities: the one set corral keeps in all five.
+	Keep    []int
+	KeepSet bool
+	// NoNewPrivs is process.noNewPrivileges; nil keeps corral's default
+	// (set), which is stricter than runc's (unset).
+	NoNewPrivs *bool
+	Rlimits    []Rlimit   // process.rlimits, in file order, one per resource
+	Namespaces Namespaces // linux.namespaces and hostname
+}
+
+// ConfigError names the JSON path of a config field corral refuses.
+type ConfigError struct {
+	Path        string // e.g. "linux.seccomp", "process.rlimits[0].type"
+	Unsupported bool   // a field corral does not implement
+	Reason      string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Unsupported {
+		if e.Reason == "" {
+			return "unsupported: " + e.Path
+		}
+		return "unsupported: " + e.Path + " (" + e.Reason + ")"
+	}
+	return e.Path + ": " + e.Reason
+}
+
+// maxConfigSize bounds what LoadConfig reads, so that a mistaken
+// --config /dev/zero fails instead of eating memory.
+const maxConfigSize = 4 << 20
+
+// LoadConfig reads and parses a config.json; path may be a pipe, as with
+// --config <(corral spec).
+func LoadConfig(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxConfigSize {
+		return nil, fmt.Errorf("larger than %d bytes: not a config.json", maxConfigSize)
+	}
+	return ParseConfig(data)
+}
+
+// ParseConfig validates a config.json and translates it. Every field that
+// is present is either honoured or refused with an error naming its JSON
+// path: the raw document is walked against configShape, the allow-list,
+// so a field corral does not implement is refused by name even when the
+// specs-go types do not know it (a typo, a newer spec).
+func ParseConfig(data []byte) (*Config, error) {
+	raw, err := decodeStrict(data)
+	if err != nil {
+		return nil, err
+	}
+	top, ok := raw.(map[string]any)
+	if !ok {
+		return nil, errors.New("not a JSON object")
+	}
+	if err := checkShape(top, configShape, "", ""); err != nil {
+		return nil, err
+	}
+	var spec specs.Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return nil, &ConfigError{Path: typeErr.Field, Reason: fmt.Sprintf("a JSON %s is not a %s", typeErr.Value, typeName(typeErr.Type))}
+		}
+		return nil, err
+	}
+	return translate(&spec, top)
+}
+
+// maxConfigDepth bounds nesting; a real config.json is a handful deep.
+const maxConfigDepth = 64
+
+// decodeStrict decodes JSON into maps, lists and json.Numbers like
+// json.Unmarshal, but refuses a key given twice in one object: specs-go
+// would take the last one, or even merge both into one struct, so a field
+// hidden in the first copy could slip past the allow-list unseen.
+func decodeStrict(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	v, err := decodeValue(dec, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("not valid JSON: data after the top-level value")
+	}
+	return v, nil
+}
+
+func decodeValue(dec *json.Decoder, path string, depth int) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, invalidJSON(err)
+	}
+	delim, ok := tok.(json.Delim)
+	if !ok {
+		return tok, nil
+	}
+	if depth >= maxConfigDepth {
+		return nil, fmt.Errorf("not a config.json: nested deeper than %d", maxConfigDepth)
+	}
+	switch delim {
+	case '{':
+		obj := map[string]any{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return nil, invalidJSON(err)
+			}
+			key, _ := tok.(string) // the decoder only gives strings here
+			p := key
+			if path != "" {
+				p = path + "." + key
+			}
+			if _, dup := obj[key]; dup {
+				return nil, &ConfigError{Path: p, Reason: "given twice"}
+			}
+			if obj[key], err = decodeValue(dec, p, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := dec.Token(); err != nil { // '}'
+			return nil, invalidJSON(err)
+		}
+		return obj, nil
+	case '[':
+		list := []any{}
+		for i := 0; dec.More(); i++ {
+			v, err := decodeValue(dec, fmt.Sprintf("%s[%d]", path, i), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, v)
+		}
+		if _, err := dec.Token(); err != nil { // ']'
+			return nil, invalidJSON(err)
+		}
+		return list, nil
+	}
+	return nil, fmt.Errorf("not valid JSON: unexpected %v", delim)
+}
+
+func invalidJSON(err error) error {
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("not valid JSON: %w", err)
+}
+
+func typeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "boolean"
+	case reflect.String:
+		return "string"
+	case reflect.Slice:
+		return "list"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "non-negative integer (" + t.String() + ")"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "integer (" + t.String() + ")"
+	case reflect.Struct, reflect.Pointer, reflect.Map:
+		return "object"
+	}
+	return t.String()
+}
+
+// shape is a node of the allow-list: an object with its allowed keys, an
+// array of one element shape, or (neither) a leaf whose type specs-go
+// checks.
+type shape struct {
+	fields map[string]*shape
+	elem   *shape
+}
+
+var leaf = &shape{}
+
+func object(fields map[string]*shape) *shape { return &shape{fields: fields} }
+func array(elem *shape) *shape               { return &shape{elem: elem} }
+
+// configShape is every JSON path corral honours; nothing else may be set.
+// A change here needs a matching change in translate, and in the fuzz
+// test's list of what each path must change in the result.
+var configShape = object(map[string]*shape{
+	"ociVersion": leaf,
+	"hostname":   leaf,
+	"process": object(map[string]*shape{
+		"terminal":        leaf,
+		"args":            array(leaf),
+		"env":             array(leaf),
+		"cwd":             leaf,
+		"noNewPrivileges": leaf,
+		"user":            object(map[string]*shape{"uid": leaf, "gid": leaf}),
+		"capabilities": object(map[string]*shape{
+			"bounding": array(leaf), "effective": array(leaf), "inheritable": array(leaf),
+			"permitted": array(leaf), "ambient": array(leaf),
+		}),
+		"rlimits": array(object(map[string]*shape{"type": leaf, "soft": leaf, "hard": leaf})),
+	}),
+	"linux": object(map[string]*shape{
+		"namespaces": array(object(map[string]*shape{"type": leaf})),
+	}),
+})
+
+// unsupportedHints explain the refusals users meet most, by path pattern
+// (indices written as []).
+var unsupportedHints = map[string]string{
+	"root":                        "the runner sees the caller's root filesystem",
+	"mounts":                      "corral mounts nothing but a private /proc",
+	"hooks":                       "corral runs no hooks",
+	"domainname":                  "only hostname can be set",
+	"linux.namespaces[].path":     "corral creates namespaces; it cannot join one",
+	"linux.uidMappings":           "corral maps the caller's uid to itself",
+	"linux.gidMappings":           "corral maps the caller's gid to itself",
+	"linux.resources":             "corral creates no cgroup; process.rlimits and --rlimit set per-process limits",
+	"linux.seccomp":               "corral installs no seccomp filter",
+	"process.consoleSize":         "corral allocates no terminal",
+	"process.user.umask":          "the runner inherits the caller's umask",
+	"process.user.username":       "the runner keeps the caller's uid",
+	"process.user.additionalGids": "the runner keeps the caller's groups",
+}
+
+// checkShape walks v against s. null counts as absent for an allowed key
+// (specs-go decodes it so) but is refused as an array element; a key that
+// is not allowed is refused whatever its value, null included.
+func checkShape(v any, s *shape, path, pattern string) error {
+	if v == nil {
+		return nil
+	}
+	switch {
+	case s.fields != nil:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return &ConfigError{Path: path, Reason: "want a JSON object"}
+		}
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p, pat := k, k
+			if path != "" {
+				p, pat = path+"."+k, pattern+"."+k
+			}
+			child, ok := s.fields[k]
+			if !ok {
+				return &ConfigError{Path: p, Unsupported: true, Reason: unsupportedHints[pat]}
+			}
+			if err := checkShape(obj[k], child, p, pat); err != nil {
+				return err
+			}
+		}
+	case s.elem != nil:
+		list, ok := v.([]any)
+		if !ok {
+			return &ConfigError{Path: path, Reason: "want a JSON list"}
+		}
+		for i, e := range list {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if e == nil {
+				return &ConfigError{Path: p, Reason: "null is not allowed here"}
+			}
+			if err := checkShape(e, s.elem, p, pattern+"[]"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// has reports whether obj sets key to something other than null.
+func has(obj map[string]any, key string) bool {
+	v, ok := obj[key]
+	return ok && v != nil
+}
+
+// sub returns obj[key] as an object, or nil.
+func sub(obj map[string]any, key string) map[string]any {
+	m, _ := obj[key].(map[string]any)
+	return m
+}
+
+// translate validates what specs-go decoded; raw (already shape-checked)
+// says which fields were present.
+func translate(s *specs.Spec, raw map[string]any) (*Config, error) {
+	c := &Config{}
+	if err := checkVersion(s.Version); err != nil {
+		return nil, err
+	}
+	if s.Process != nil {
+		if err := c.process(s.Process, sub(raw, "process")); err != nil {
+			return nil, err
+		}
+	}
+	if s.Linux != nil && has(sub(raw, "linux"), "namespaces") {
+		if err := c.namespaces(s.Linux.Namespaces); err != nil {
+			return nil, err
+		}
+	}
+	if s.Hostname != "" {
+		switch {
+		case !c.Namespaces.UTS:
+			return nil, &ConfigError{Path: "hostname", Reason: `needs a uts namespace: add {"type": "uts"} to linux.namespaces`}
+		case len(s.Hostname) > 64: // HOST_NAME_MAX; sethostname(2) refuses longer
+			return nil, &ConfigError{Path: "hostname", Reason: "longer than 64 bytes"}
+		case strings.IndexByte(s.Hostname, 0) >= 0:
+			return nil, &ConfigError{Path: "hostname", Reason: "contains a NUL byte"}
+		}
+		c.Namespaces.Hostname = s.Hostname
+	}
+	return c, nil
+}
+
+// specVersion is a runtime-spec version: semver with an optional suffix.
+var specVersion = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+
+// checkVersion accepts any 1.x.y, and an absent or empty ociVersion (which
+// asks for nothing); corral reads what specs-go 1.x describes.
+func checkVersion(v string) error {
+	if v == "" {
+		return nil
+	}
+	m := specVersion.FindStringSubmatch(v)
+	if m == nil {
+		return &ConfigError{Path: "ociVersion", Reason: fmt.Sprintf("%q is not a version like %s", v, specs.Version)}
+	}
+	if m[1] != "1" {
+		return &ConfigError{Path: "ociVersion", Reason: fmt.Sprintf("%q: unsupported major version %s: corral reads runtime-spec 1.x", v, m[1])}
+	}
+	return nil
+}
+
+func (c *Config) process(p *specs.Process, raw map[string]any) error {
+	if p.Terminal {
+		return &ConfigError{Path: "process.terminal", Unsupported: true,
+			Reason: "true: corral allocates no terminal; the runner gets the caller's stdio"}
+	}
+	if user := sub(raw, "user"); user != nil {
+		// corral runs the runner with its caller's ids (mapped to themselves
+		// in a user namespace); it can only confirm them, never change them.
+		if has(user, "uid") && int64(p.User.UID) != int64(os.Getuid()) {
+			return &ConfigError{Path: "process.user.uid", Unsupported: true,
+				Reason: fmt.Sprintf("%d: the runner keeps corral's uid %d; run corral as that user", p.User.UID, os.Getuid())}
+		}
+		if has(user, "gid") && int64(p.User.GID) != int64(os.Getgid()) {
+			return &ConfigError{Path: "process.user.gid", Unsupported: true,
+				Reason: fmt.Sprintf("%d: the runner keeps corral's gid %d; run corral as that user", p.User.GID, os.Getgid())}
+		}
+	}
+	if has(raw, "args") {
+		if len(p.Args) == 0 {
+			return &ConfigError{Path: "process.args", Reason: "empty: give the runner and its arguments, or leave the field out"}
+		}
+		for i, a := range p.Args {
+			if strings.IndexByte(a, 0) >= 0 {
+				return &ConfigError{Path: fmt.Sprintf("process.args[%d]", i), Reason: "contains a NUL byte"}
+			}
+		}
+		if !filepath.IsAbs(p.Args[0]) {
+			return &ConfigError{Path: "process.args[0]", Reason: fmt.Sprintf("runner %q is not an absolute path (corral never searches PATH)", p.Args[0])}
+		}
+		c.Args = slices.Clone(p.Args)
+	}
+	if has(raw, "env") {
+		for i, kv := range p.Env {
+			name, _, ok := strings.Cut(kv, "=")
+			switch {
+			case !ok || name == "":
+				return &ConfigError{Path: fmt.Sprintf("process.env[%d]", i), Reason: fmt.Sprintf("%q is not NAME=VALUE", kv)}
+			case strings.IndexByte(kv, 0) >= 0:
+				return &ConfigError{Path: fmt.Sprintf("process.env[%d]", i), Reason: "contains a NUL byte"}
+			}
+		}
+		c.Env, c.EnvSet = append([]string{}, p.Env...), true
+	}
+	if p.Cwd != "" {
+		// An empty cwd (specs-go always writes the field) means "inherit".
+		switch {
+		case !filepath.IsAbs(p.Cwd):
+			return &ConfigError{Path: "process.cwd", Reason: fmt.Sprintf("%q is not an absolute path", p.Cwd)}
+		case strings.IndexByte(p.Cwd, 0) >= 0:
+			return &ConfigError{Path: "process.cwd", Reason: "contains a NUL byte"}
+		}
+		c.Cwd = p.Cwd
+	}
+	if p.Capabilities != nil {
+		if err := c.capabilities(p.Capabilities); err != nil {
+			return err
+		}
+	}
+	if has(raw, "rlimits") {
+		list, _ := raw["rlimits"].([]any)
+		if err := c.rlimits(p.Rlimits, list); err != nil {
+			return err
+		}
+	}
+	if has(raw, "noNewPrivileges") {
+		nnp := p.NoNewPrivileges
+		c.NoNewPrivs = &nnp
+	}
+	return nil
+}
+
+// capabilities maps the five sets onto Privileges.Keep. corral keeps one
+// set in all five (bounding, permitted, effective, inheritable, ambient):
+// any difference between the lists would give the runner a capability in
+// a set the file left it out of, or take one away it put in, so the lists
+// must name the same capabilities. An absent list is an empty one.
+func (c *Config) capabilities(caps *specs.LinuxCapabilities) error {
+	sets := []struct {
+		name  string
+		names []string
+	}{
+		{"bounding", caps.Bounding}, {"effective", caps.Effective}, {"inheritable", caps.Inheritable},
+		{"permitted", caps.Permitted}, {"ambient", caps.Ambient},
+	}
+	parsed := make([]map[int]bool, len(sets))
+	union := map[int]string{} // capability -> the first set naming it
+	for i, set := range sets {
+		parsed[i] = map[int]bool{}
+		for j, name := range set.names {
+			id, err := ParseCap(name)
+			if err != nil {
+				return &ConfigError{Path: fmt.Sprintf("process.capabilities.%s[%d]", set.name, j), Reason: err.Error()}
+			}
+			parsed[i][id] = true
+			if _, ok := union[id]; !ok {
+				union[id] = set.name
+			}
+		}
+	}
+	keep := make([]int, 0, len(union))
+	for id := range union {
+		keep = append(keep, id)
+	}
+	slices.Sort(keep)
+	for i, set := range sets {
+		for _, id := range keep {
+			if !parsed[i][id] {
+				return &ConfigError{Path: "process.capabilities." + set.name,
+					Reason: fmt.Sprintf("lacks %s, which %s lists: corral keeps one set of capabilities in all five sets, so bounding, effective, inheritable, permitted and ambient must list the same ones",
+						capName(id), union[id])}
+			}
+		}
+	}
+	c.Keep, c.KeepSet = keep, true
+	return nil
+}
+
+// rlimits checks each limit; raw is the decoded list, to see which of the
+// required soft and hard were actually given.
+func (c *Config) rlimits(limits []specs.POSIXRlimit, raw []any) error {
+	seen := map[int]bool{}
+	c.Rlimits = []Rlimit{}
+	for i, l := range limits {
+		path := fmt.Sprintf("process.rlimits[%d]", i)
+		res, err := RlimitByName(l.Type)
+		if err != nil {
+			return &ConfigError{Path: path + ".type", Reason: err.Error()}
+		}
+		if seen[res] {
+			return &ConfigError{Path: path + ".type", Reason: fmt.Sprintf("%s is given twice", l.Type)}
+		}
+		seen[res] = true
+		var entry map[string]any
+		if i < len(raw) {
+			entry, _ = raw[i].(map[string]any)
+		}
+		for _, field := range []string{"soft", "hard"} {
+			if !has(entry, field) {
+				return &ConfigError{Path: path + "." + field, Reason: "missing: the runtime spec requires both soft and hard"}
+			}
+		}
+		if l.Soft > l.Hard {
+			return &ConfigError{Path: path, Reason: fmt.Sprintf("soft limit %d above hard limit %d", l.Soft, l.Hard)}
+		}
+		c.Rlimits = append(c.Rlimits, Rlimit{Resource: res, Soft: l.Soft, Hard: l.Hard})
+	}
+	return nil
+}
+
+// namespaces maps linux.namespaces. corral's namespace mode always creates
+// new pid and mount namespaces, so a list must name both: a list without
+// them asks for something corral cannot do (a new network namespace in the
+// host's pid namespace, say), and an empty list asks for no namespace at
+// all while corral would still create two. Leave linux.namespaces out to
+// let --mode decide.
+func (c *Config) namespaces(list []specs.LinuxNamespace) error {
+	if len(list) == 0 {
+		return &ConfigError{Path: "linux.namespaces", Reason: "empty: list pid and mount (and more), or leave the field out to let --mode decide"}
+	}
+	seen := map[specs.LinuxNamespaceType]bool{}
+	ns := &c.Namespaces
+	for i, n := range list {
+		path := fmt.Sprintf("linux.namespaces[%d].type", i)
+		if seen[n.Type] {
+			return &ConfigError{Path: path, Reason: fmt.Sprintf("%q is given twice", n.Type)}
+		}
+		seen[n.Type] = true
+		switch n.Type {
+		case specs.PIDNamespace, specs.MountNamespace:
+		case specs.UserNamespace:
+			ns.User = true
+		case specs.NetworkNamespace:
+			ns.Net = true
+		case specs.IPCNamespace:
+			ns.IPC = true
+		case specs.UTSNamespace:
+			ns.UTS = true
+		case specs.CgroupNamespace, specs.TimeNamespace:
+			return &ConfigError{Path: path, Unsupported: true,
+				Reason: fmt.Sprintf("%s namespace: corral creates pid, mount, user, network, ipc and uts namespaces", n.Type)}
+		default:
+			return &ConfigError{Path: path, Reason: fmt.Sprintf("unknown namespace type %q: want pid, mount, user, network, ipc or uts", n.Type)}
+		}
+	}
+	for _, need := range []specs.LinuxNamespaceType{specs.PIDNamespace, specs.MountNamespace} {
+		if !seen[need] {
+			return &ConfigError{Path: "linux.namespaces", Reason: fmt.Sprintf("no %s namespace: corral's namespaces always include new pid and mount namespaces; list both, or leave linux.namespaces out to let --mode decide", need)}
+		}
+	}
+	ns.PID = true
+	return nil
+}
+
+// Apply sets in o what the config sets and leaves the rest of o alone:
+// its rlimits replace o's for the same resource, its namespaces add to o's.
+// Command-line flags are applied after it, so they win.
+func (c *Config) Apply(o *Options) {
+	if len(c.Args) > 0 {
+		o.Path, o.Args = c.Args[0], slices.Clone(c.Args)
+	}
+	if c.EnvSet {
+		o.Env = append([]string{}, c.Env...)
+	}
+	if c.Cwd != "" {
+		o.Dir = c.Cwd
+	}
+	if c.KeepSet {
+		o.Privileges.Keep = nil
+		if len(c.Keep) > 0 {
+			o.Privileges.Keep = slices.Clone(c.Keep)
+		}
+	}
+	if c.NoNewPrivs != nil {
+		o.Privileges.AllowNewPrivs = !*c.NoNewPrivs
+	}
+	for _, rl := range c.Rlimits {
+		o.Privileges.Rlimits = WithRlimit(o.Privileges.Rlimits, rl)
+	}
+	n := &o.Namespaces
+	n.Net = n.Net || c.Namespaces.Net
+	n.IPC = n.IPC || c.Namespaces.IPC
+	n.UTS = n.UTS || c.Namespaces.UTS
+	n.User = n.User || c.Namespaces.User
+	n.PID = n.PID || c.Namespaces.PID
+	if c.Namespaces.Hostname != "" {
+		n.Hostname = c.Namespaces.Hostname
+	}
+}
+
+// WithRlimit returns list with rl in place of any limit on the same resource.
+func WithRlimit(list []Rlimit, rl Rlimit) []Rlimit {
+	out := slices.DeleteFunc(slices.Clone(list), func(r Rlimit) bool { return r.Resource == rl.Resource })
+	return append(out, rl)
+}
+
+// DefaultConfig is the config.json `corral spec` prints: corral's defaults
+// and nothing else, so that --config with it changes nothing.
+//
+//   - no process.args: the runner comes after "--" (a config with args and a
+//     "--" runner is a usage error), so the file works with any runner;
+//   - no process.env, no process.cwd: the runner inherits both;
+//   - empty capability sets and noNewPrivileges true: least privilege;
+//   - no process.user: the runner keeps the caller's ids;
+//   - no linux.namespaces: listing even pid and mount would force pidns
+//     mode and forbid --mode auto's fallback to subreaper, which plain
+//     corral allows.
+func DefaultConfig() ([]byte, error) {
+	type capabilities struct {
+		Bounding    []string `json:"bounding"`
+		Effective   []string `json:"effective"`
+		Inheritable []string `json:"inheritable"`
+		Permitted   []string `json:"permitted"`
+		Ambient     []string `json:"ambient"`
+	}
+	type process struct {
+		Capabilities    capabilities        `json:"capabilities"`
+		Rlimits         []specs.POSIXRlimit `json:"rlimits"`
+		NoNewPrivileges bool                `json:"noNewPrivileges"`
+	}
+	doc := struct {
+		Version string  `json:"ociVersion"`
+		Process process `json:"process"`
+	}{
+		Version: specs.Version,
+		Process: process{
+			Capabilities:    capabilities{[]string{}, []string{}, []string{}, []string{}, []string{}},
+			Rlimits:         []specs.POSIXRlimit{},
+			NoNewPrivileges: true,
+		},
+	}
+	data, err := json.MarshalIndent(doc, "", "\t")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
