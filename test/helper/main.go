@@ -79,7 +79,8 @@ Spawn flags:
   -wait                then wait for the (direct) children to exit
   -check               with -wait: exit 1 unless every child exited 0
   -pause D             then sleep D (a Go duration, e.g. 250ms)
-  -then ACTION         finally exit (default), sleep (forever) or usr1
+  -then ACTION         finally exit (default), sleep (forever), usr1, or
+                       report (print what "report" prints, then exit)
   -code N, -report F   as for exit and usr1
 
 Examples:
@@ -418,40 +419,48 @@ func cmdReport(fs *flag.FlagSet) func(*common) error {
 		if err := c.setup(false); err != nil {
 			return err
 		}
-		var out strings.Builder
-		fmt.Fprintf(&out, "pid=%d\nppid=%d\n", os.Getpid(), os.Getppid())
-		status, err := os.ReadFile("/proc/self/status")
-		if err != nil {
+		if err := writeReport(); err != nil {
 			return err
 		}
-		want := map[string]bool{"Uid": true, "Gid": true, "CapInh": true, "CapPrm": true,
-			"CapEff": true, "CapBnd": true, "CapAmb": true, "NoNewPrivs": true}
-		sc := bufio.NewScanner(strings.NewReader(string(status)))
-		for sc.Scan() {
-			key, value, ok := strings.Cut(sc.Text(), ":")
-			if ok && want[key] {
-				fmt.Fprintf(&out, "%s=%s\n", key, strings.Join(strings.Fields(value), " "))
-			}
-		}
-		cmdline, err := os.ReadFile("/proc/1/cmdline")
-		if err != nil {
-			cmdline = []byte("error: " + err.Error())
-		}
-		fmt.Fprintf(&out, "pid1_cmdline=%s\n", strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")))
-		entries, err := os.ReadDir("/proc")
-		if err != nil {
-			return err
-		}
-		pids := 0
-		for _, e := range entries {
-			if _, err := strconv.Atoi(e.Name()); err == nil {
-				pids++
-			}
-		}
-		fmt.Fprintf(&out, "proc_pids=%d\n", pids)
-		os.Stdout.WriteString(out.String())
 		return c.becomeReady()
 	}
+}
+
+// writeReport prints what the runner sees of itself and of /proc.
+func writeReport() error {
+	var out strings.Builder
+	fmt.Fprintf(&out, "pid=%d\nppid=%d\n", os.Getpid(), os.Getppid())
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{"Uid": true, "Gid": true, "CapInh": true, "CapPrm": true,
+		"CapEff": true, "CapBnd": true, "CapAmb": true, "NoNewPrivs": true}
+	sc := bufio.NewScanner(strings.NewReader(string(status)))
+	for sc.Scan() {
+		key, value, ok := strings.Cut(sc.Text(), ":")
+		if ok && want[key] {
+			fmt.Fprintf(&out, "%s=%s\n", key, strings.Join(strings.Fields(value), " "))
+		}
+	}
+	cmdline, err := os.ReadFile("/proc/1/cmdline")
+	if err != nil {
+		cmdline = []byte("error: " + err.Error())
+	}
+	fmt.Fprintf(&out, "pid1_cmdline=%s\n", strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")))
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return err
+	}
+	pids := 0
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err == nil {
+			pids++
+		}
+	}
+	fmt.Fprintf(&out, "proc_pids=%d\n", pids)
+	_, err = os.Stdout.WriteString(out.String())
+	return err
 }
 
 // spawnOptions says how children are started.
@@ -550,12 +559,12 @@ func cmdSpawn(fs *flag.FlagSet) func(*common) error {
 	wait := fs.Bool("wait", false, "wait for the children to exit")
 	check := fs.Bool("check", false, "with -wait: fail unless every child exited 0")
 	pause := fs.Duration("pause", 0, "sleep this long before the final action")
-	then := fs.String("then", "exit", "final action: exit, sleep or usr1")
+	then := fs.String("then", "exit", "final action: exit, sleep, usr1 or report")
 	code := fs.Int("code", 0, "exit status")
 	report := fs.String("report", "", "file to write once SIGUSR1 arrived (-then usr1)")
 	return func(c *common) error {
 		switch *then {
-		case "exit", "sleep", "usr1":
+		case "exit", "sleep", "usr1", "report":
 		default:
 			return fmt.Errorf("unknown -then %q", *then)
 		}
@@ -604,6 +613,10 @@ func cmdSpawn(fs *flag.FlagSet) func(*common) error {
 			sleepForever()
 		case "usr1":
 			awaitUsr1(c, *report, *code)
+		case "report":
+			if err := writeReport(); err != nil {
+				return err
+			}
 		}
 		os.Exit(*code)
 		return nil
