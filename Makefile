@@ -43,6 +43,24 @@ demo: build
 	@echo '$$ cat $(DEMO_STATE)'
 	@cat $(DEMO_STATE)
 
+# Benchmarks (docs/bench.md): corral in each mode beside tini, dumb-init,
+# catatonit, bwrap and unshare (those installed), one markdown table per
+# workload. Run as root: some rows run as uid 65534. bench-smoke runs every
+# workload once at a tiny size and fails if anything is broken.
+BENCH_FLAGS ?=
+define BENCH_BUILD
+	$(GO) build -trimpath -o bin/bench ./test/bench
+	$(GO) build -trimpath -o bin/bench-runner ./test/bench/runner
+endef
+
+bench: build
+	$(BENCH_BUILD)
+	bin/bench -corral $(BIN) -runner bin/bench-runner $(BENCH_FLAGS)
+
+bench-smoke: build
+	$(BENCH_BUILD)
+	bin/bench -smoke -corral $(BIN) -runner bin/bench-runner $(BENCH_FLAGS)
+
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/corral
 

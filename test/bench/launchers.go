@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// launcher is one row of every table.
+type launcher struct {
+	name    string // row label
+	path    string // the launcher binary; "" runs the runner directly
+	uid     int    // 0: as root; nobody: as uid 65534
+	corral  string // corral's --mode, "" for the others
+	ns      bool   // the kernel tears down a PID namespace when it ends
+	args    []string
+	missing string // why the row cannot run ("not installed", "unavailable: ...")
+
+	// launchOnly rows are references for the launch workload alone.
+	launchOnly bool
+}
+
+// opts are corral's options for one run; peers have none.
+type opts struct {
+	grace string // --grace, "" for the default
+	state string // --state path, "" for none
+	poll  string // --poll, with state
+}
+
+// argv is the launcher's command line around runner.
+func (l *launcher) argv(o opts, runner []string) []string {
+	if l.path == "" {
+		return runner
+	}
+	a := append([]string{l.path}, l.args...)
+	if l.corral != "" {
+		if o.grace != "" {
+			a = append(a, "--grace", o.grace)
+		}
+		if o.state != "" {
+			a = append(a, "--state", o.state)
+			if o.poll != "" {
+				a = append(a, "--poll", o.poll)
+			}
+		}
+		a = append(a, "--")
+	}
+	return append(a, runner...)
+}
+
+func (l *launcher) isCorral() bool { return l.corral != "" }
+
+func (b *bench) defineLaunchers() []*launcher {
+	ls := []*launcher{
+		{name: "direct (no launcher)"},
+		{name: "tini -s", path: "tini", args: []string{"-s", "--"}},
+		{name: "dumb-init", path: "dumb-init"},
+		{name: "catatonit", path: "catatonit", args: []string{"--"}},
+		{name: "bwrap (uid 65534)", path: "bwrap", uid: nobody, ns: true,
+			args: []string{"--unshare-user", "--unshare-pid", "--dev-bind", "/", "/", "--proc", "/proc"}},
+		{name: "unshare (uid 65534)", path: "unshare", uid: nobody, ns: true,
+			args: []string{"--user", "--map-root-user", "--pid", "--fork", "--mount-proc"}},
+		// What any Go launcher pays before doing anything: a static Go
+		// program that forks, execs and waits for its argument, nothing
+		// else (the runner's "launch" command).
+		{name: "minimal Go launcher (reference)", path: b.runner, args: []string{"launch"}, launchOnly: true},
+	}
+	if !b.peers {
+		ls = ls[:1]
+	}
+	corrals := []struct{ name, path string }{{"corral", b.corral}}
+	for _, v := range variants {
+		corrals = append(corrals, struct{ name, path string }{"corral " + v.name, v.path})
+	}
+	want := func(mode string) bool {
+		if b.modes == "" {
+			return true
+		}
+		for _, m := range strings.Split(b.modes, ",") {
+			if strings.TrimSpace(m) == mode {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range corrals {
+		if want("subreaper") {
+			ls = append(ls, &launcher{name: c.name + " subreaper (root)", path: c.path, corral: "subreaper", args: []string{"--mode", "subreaper"}})
+		}
+		if want("pidns") {
+			ls = append(ls, &launcher{name: c.name + " pidns (root)", path: c.path, corral: "pidns", ns: true, args: []string{"--mode", "pidns"}})
+		}
+		if want("pidns-rootless") {
+			ls = append(ls, &launcher{name: c.name + " pidns (uid 65534)", path: c.path, corral: "pidns", ns: true, uid: nobody, args: []string{"--mode", "pidns"}})
+		}
+	}
+	for _, l := range ls {
+		if l.path != "" && !filepath.IsAbs(l.path) {
+			p, err := exec.LookPath(l.path)
+			if err != nil || slices.Contains(strings.Split(b.pretendMissing, ","), l.path) {
+				l.missing = "not installed"
+				continue
+			}
+			l.path = p
+		}
+		if l.uid != 0 && os.Geteuid() != 0 {
+			l.missing = "skipped: needs the benchmark to run as root to switch to uid 65534"
+		}
+	}
+	return ls
+}
+
+// probe runs every launcher once with /bin/true; one that fails is shown
+// as unavailable, with the reason. A corral mode that cannot run is a
+// problem under CI=true (as in the test suite), a note elsewhere.
+func (b *bench) probe() {
+	for _, l := range b.launchers {
+		if l.missing != "" {
+			continue
+		}
+		info, out, err := b.capture(l.argv(opts{}, []string{"/bin/true"}), l.uid, 30*time.Second)
+		if err == nil && info.status.Exited() && info.status.ExitStatus() == 0 {
+			continue
+		}
+		reason := strings.TrimSpace(out)
+		if i := strings.IndexByte(reason, '\n'); i >= 0 {
+			reason = reason[:i]
+		}
+		if err != nil {
+			reason = err.Error()
+		}
+		l.missing = fmt.Sprintf("unavailable: %s (status %v)", reason, describeStatus(info.status))
+		if l.isCorral() && (b.ci || !strings.Contains(reason, "namespace")) {
+			b.problem("%s cannot run /bin/true: %s", l.name, l.missing)
+		}
+	}
+}
+
+// available are the launchers that run on this machine, without the
+// launch-only references.
+func (b *bench) available() []*launcher {
+	var out []*launcher
+	for _, l := range b.launchers {
+		if l.missing == "" && !l.launchOnly {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// rows are the launchers every table but launch's shows.
+func (b *bench) rows() []*launcher {
+	var out []*launcher
+	for _, l := range b.launchers {
+		if !l.launchOnly {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (b *bench) find(name string) *launcher {
+	for _, l := range b.launchers {
+		if l.name == name {
+			return l
+		}
+	}
+	return nil
+}
+
+func describeStatus(ws interface {
+	Exited() bool
+	ExitStatus() int
+	Signaled() bool
+}) string {
+	switch {
+	case ws.Exited():
+		return fmt.Sprintf("exit %d", ws.ExitStatus())
+	case ws.Signaled():
+		return "killed by a signal"
+	}
+	return "?"
+}
