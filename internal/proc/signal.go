@@ -2,6 +2,8 @@ package proc
 
 import (
 	"errors"
+	"os"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -53,3 +55,57 @@ func sameProcess(pid int, start uint64) bool {
 
 // SameProcess is sameProcess for callers outside the package.
 func SameProcess(pid int, start uint64) bool { return sameProcess(pid, start) }
+
+// SignalDescendants walks the tree below root as Descendants does and
+// signals every live process as it finds it, with SIGCONT to stopped ones
+// unless sig is SIGKILL. It returns the number of live processes found.
+//
+// It opens each child's pidfd first and reads its stat second: the stat
+// that proves the process is the parent's child then also proves the pidfd
+// is that process (a pid reused before pidfd_open shows another parent or
+// is gone), so one stat read serves both the walk and the identity check.
+func SignalDescendants(root int, sig syscall.Signal) int {
+	src := System()
+	n := 0
+	if !pidfdWorks() {
+		for _, st := range Descendants(src, root) {
+			if !st.Zombie() {
+				n++
+				_ = signalByCheck(st.PID, st.StartTime, sig)
+				if st.Stopped() && sig != unix.SIGKILL {
+					_ = signalByCheck(st.PID, st.StartTime, unix.SIGCONT)
+				}
+			}
+		}
+		return n
+	}
+	walk(src, root, func(pid, parent int) (Stat, bool) {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			return Stat{}, false // gone
+		}
+		defer unix.Close(fd)
+		st, err := src.Stat(pid)
+		if err != nil || st.PPID != parent {
+			return st, false
+		}
+		if !st.Zombie() {
+			n++
+			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+			if st.Stopped() && sig != unix.SIGKILL {
+				_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0)
+			}
+		}
+		return st, true
+	})
+	return n
+}
+
+var pidfdWorks = sync.OnceValue(func() bool {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+})

@@ -36,7 +36,7 @@ func TestParseStat(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseStat: %v", err)
 			}
-			want := Stat{PID: 4242, Comm: tt.comm, State: 'S', PPID: 17, PGID: 4242, SID: 11, StartTime: 987654}
+			want := Stat{PID: 4242, Comm: tt.comm, State: 'S', PPID: 17, PGID: 4242, SID: 11, Threads: 1, StartTime: 987654}
 			if got != want {
 				t.Fatalf("got %+v, want %+v", got, want)
 			}

@@ -3,7 +3,6 @@ package proc
 import (
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 )
 
@@ -24,12 +23,35 @@ type Source interface {
 // Processes that vanish mid-walk are skipped, not errors.
 func Descendants(src Source, root int) []Stat {
 	var out []Stat
-	queue := []int{root}
+	walk(src, root, func(pid, parent int) (Stat, bool) {
+		st, err := src.Stat(pid)
+		if err != nil || st.PPID != parent {
+			return st, false
+		}
+		out = append(out, st)
+		return st, true
+	})
+	return out
+}
+
+// walk visits each process below root once, breadth first. visit is given
+// a pid listed as a child of parent; it returns the child's stat and
+// whether it really is parent's child, and only then is it walked.
+func walk(src Source, root int, visit func(pid, parent int) (Stat, bool)) {
+	queue := []Stat{{PID: root}}
 	seen := map[int]bool{root: true}
 	for len(queue) > 0 {
 		parent := queue[0]
 		queue = queue[1:]
-		kids, err := src.Children(parent)
+		var kids []int
+		var err error
+		if live, ok := src.(liveSource); ok && parent.Threads == 1 {
+			// One thread: its children file is the whole list, and
+			// listing task/ would double the reads of a walk.
+			kids, err = live.threadChildren(parent.PID, parent.PID)
+		} else {
+			kids, err = src.Children(parent.PID)
+		}
 		if err != nil {
 			continue
 		}
@@ -37,16 +59,12 @@ func Descendants(src Source, root int) []Stat {
 			if seen[pid] {
 				continue
 			}
-			st, err := src.Stat(pid)
-			if err != nil || st.PPID != parent {
-				continue
+			if st, ok := visit(pid, parent.PID); ok {
+				seen[pid] = true
+				queue = append(queue, st)
 			}
-			seen[pid] = true
-			out = append(out, st)
-			queue = append(queue, pid)
 		}
 	}
-	return out
 }
 
 // Table is a Source over a fixed snapshot of stat records.
@@ -117,23 +135,47 @@ type liveSource struct{}
 // Children reads the children files of every thread of pid: a child is
 // listed under the thread that forked it, or, for an adopted orphan, under
 // the thread the kernel picked as its new parent.
-func (liveSource) Children(pid int) ([]int, error) {
-	base := "/proc/" + strconv.Itoa(pid) + "/task/"
-	tasks, err := readDirNames(base)
+func (s liveSource) Children(pid int) ([]int, error) {
+	tasks, err := readDirNames("/proc/" + strconv.Itoa(pid) + "/task")
 	if err != nil {
 		return nil, err
 	}
 	var kids []int
-	for _, tid := range tasks {
-		data, err := os.ReadFile(base + tid + "/children")
+	for _, name := range tasks {
+		tid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		k, err := s.threadChildren(pid, tid)
 		if err != nil {
 			continue // the thread exited meanwhile
 		}
-		for _, f := range strings.Fields(string(data)) {
-			if child, err := strconv.Atoi(f); err == nil {
-				kids = append(kids, child)
-			}
+		kids = append(kids, k...)
+	}
+	return kids, nil
+}
+
+// threadChildren reads one thread's children file.
+func (liveSource) threadChildren(pid, tid int) ([]int, error) {
+	var buf [512]byte
+	data, err := readFile(childrenPath(pid, tid), buf[:])
+	if err != nil {
+		return nil, err
+	}
+	var kids []int
+	for len(data) > 0 {
+		i := 0
+		for i < len(data) && data[i] == ' ' || i < len(data) && data[i] == '\n' {
+			i++
 		}
+		j := i
+		for j < len(data) && data[j] != ' ' && data[j] != '\n' {
+			j++
+		}
+		if v, ok := atoi(data[i:j]); ok {
+			kids = append(kids, v)
+		}
+		data = data[j:]
 	}
 	return kids, nil
 }
@@ -170,13 +212,4 @@ func ChildrenOf(pid int) ([]Stat, error) {
 		out = append(out, st)
 	}
 	return out, nil
-}
-
-func readDirNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
 }
