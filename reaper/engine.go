@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -36,10 +38,12 @@ type Config struct {
 	// process of the user.
 	OwnsNamespace bool
 
-	// ExitAfterRun says the process exits as soon as Run returns, so the
-	// engine leaves its signal handlers registered rather than pay a
-	// runtime round trip per signal to remove them.
-	ExitAfterRun bool
+	// OwnsProcess says the process exists for this one run and exits as
+	// soon as Run returns: the engine may then tune the Go runtime for its
+	// job (GC target, one P once the tree is busy) and leaves its signal
+	// handlers registered rather than pay a runtime round trip per signal
+	// to remove them. A library caller sharing its process leaves it off.
+	OwnsProcess bool
 
 	Stderr io.Writer                     // where the one-line runner errors go
 	Logf   func(format string, a ...any) // -v diagnostics; nil: silent
@@ -73,6 +77,7 @@ type engine struct {
 	termSignal syscall.Signal
 	escalated  bool
 	noChildren bool // the last wait4 said ECHILD: the tree is empty
+	oneP       bool // GOMAXPROCS is down to 1
 
 	children <-chan os.Signal // SIGCHLD only; a buffer of one is enough, it is an edge
 	signals  <-chan os.Signal // everything else the engine handles
@@ -90,6 +95,15 @@ func Run(cfg Config) (Result, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
+	if cfg.OwnsProcess {
+		// The engine's live heap is small (its accounting and one walk of
+		// the tree), but walks and ticks leave garbage, and at the default
+		// GOGC=100 the heap doubles before each collection; VmHWM follows.
+		// GOGC=25 keeps a corral process near its working set and still
+		// scales with the tree (a fixed SetMemoryLimit of a few MiB makes
+		// the GC run back to back once a thousand children are live).
+		debug.SetGCPercent(25)
+	}
 	children := make(chan os.Signal, 1)
 	signals := make(chan os.Signal, 64)
 	// Each signal costs the runtime a round trip to its signal thread, and
@@ -105,11 +119,16 @@ func Run(cfg Config) (Result, error) {
 		close(forwarding)
 	}()
 	defer func() {
-		<-forwarding
-		if !cfg.ExitAfterRun {
-			signal.Stop(children)
-			signal.Stop(signals)
+		if cfg.OwnsProcess {
+			// The process exits next: the registration may still be
+			// under way (a round trip to the runtime's signal thread per
+			// signal, about 1-2 ms in all), and a run that ends before it
+			// must not wait for it.
+			return
 		}
+		<-forwarding
+		signal.Stop(children)
+		signal.Stop(signals)
 	}()
 
 	e := &engine{cfg: cfg, self: os.Getpid(), phase: phaseStarting, children: children, signals: signals, acct: newAccounting(-1)}
@@ -198,6 +217,10 @@ func (e *engine) teardown() {
 	if sig == 0 {
 		sig = unix.SIGTERM
 	}
+	e.reap()
+	if !e.noChildren {
+		e.singleP()
+	}
 	n := e.signalTree(sig)
 	e.cfg.Logf("teardown: %s to %d processes, grace %v", unix.SignalName(sig), n, e.cfg.Grace)
 	e.reap()
@@ -258,13 +281,16 @@ func (e *engine) teardown() {
 // SIGCONT to stopped ones so they can act on it. It returns how many
 // processes it found alive.
 func (e *engine) signalTree(sig syscall.Signal) int {
-	var live []proc.Stat
-	for _, st := range proc.Descendants(proc.System(), e.self) {
-		if !st.Zombie() {
-			live = append(live, st)
+	if e.cfg.OwnsNamespace && sig == unix.SIGKILL {
+		var live []proc.Stat
+		for _, st := range proc.Descendants(proc.System(), e.self) {
+			if !st.Zombie() {
+				live = append(live, st)
+			}
 		}
-	}
-	if len(live) > 0 && e.cfg.OwnsNamespace && sig == unix.SIGKILL {
+		if len(live) == 0 {
+			return 0
+		}
 		// One syscall under the kernel's task list lock: nothing forked
 		// in the namespace can slip between scan and kill.
 		err := unix.Kill(-1, sig)
@@ -273,15 +299,20 @@ func (e *engine) signalTree(sig syscall.Signal) int {
 		}
 		e.cfg.Logf("kill(-1, %s): %v; signalling one by one", unix.SignalName(sig), err)
 	}
-	for _, st := range live {
-		if err := proc.Signal(st.PID, st.StartTime, sig); err != nil {
-			e.cfg.Logf("signal %s to pid %d: %v", unix.SignalName(sig), st.PID, err)
-		}
-		if st.Stopped() && sig != unix.SIGKILL {
-			_ = proc.Signal(st.PID, st.StartTime, unix.SIGCONT)
-		}
+	return proc.SignalDescendants(e.self, sig)
+}
+
+// singleP drops GOMAXPROCS to 1 once the tree is busy (an orphan reaped,
+// or a teardown with processes left): the engine is then one goroutine
+// answering SIGCHLD, and a second P only makes the runtime wake a
+// spinning thread for each one, and run the GC beside the kernel's own
+// work. Not before: a plain run (runner only) would pay the
+// stop-the-world and the serialised start-up for nothing.
+func (e *engine) singleP() {
+	if e.cfg.OwnsProcess && !e.oneP {
+		runtime.GOMAXPROCS(1)
+		e.oneP = true
 	}
-	return len(live)
 }
 
 // reap collects every child that has exited. SIGCHLD is an edge, not a
@@ -304,6 +335,8 @@ func (e *engine) reap() {
 		code := ExitCode(ws)
 		if pid == e.acct.runner {
 			e.cfg.Logf("runner exited: status %d", code)
+		} else {
+			e.singleP()
 		}
 		e.acct.reaped(pid, code)
 	}

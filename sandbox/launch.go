@@ -66,7 +66,7 @@ func runEngine(o *Options, ownsNamespace bool) (int, error) {
 		Poll:          o.Poll,
 		State:         state,
 		OwnsNamespace: ownsNamespace,
-		ExitAfterRun:  true,
+		OwnsProcess:   true,
 		Stderr:        o.Stderr,
 		Logf:          logf,
 	})
