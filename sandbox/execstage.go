@@ -28,6 +28,11 @@ type execSpec struct {
 // report pipe) or reported why not. It never waits for the process: the
 // engine reaps it.
 func startRunner(o *Options) (int, error) {
+	if len(o.Privileges.Rlimits) == 0 {
+		if pid, ok := startRunnerDirect(o); ok {
+			return pid, nil
+		}
+	}
 	pid, report, err := spawnStage(execStageArg0,
 		execSpec{Path: o.Path, Args: o.Args, Privileges: o.Privileges},
 		syscall.ProcAttr{Dir: o.Dir, Env: o.Env})
@@ -43,6 +48,35 @@ func startRunner(o *Options) (int, error) {
 		return pid, errors.New(strings.TrimSpace(string(msg)))
 	}
 	return pid, nil
+}
+
+// startRunnerDirect forks the runner straight from the engine, from a
+// throwaway OS thread that first drops what the runner must not have:
+// capabilities, the bounding set and no_new_privs belong to a thread, and
+// a forked child copies its thread's. No re-exec of corral, so no second Go
+// runtime start. The thread is never unlocked, so the runtime ends it when
+// the goroutine returns, and the runtime never clones new threads from a
+// locked one. Rlimits belong to the whole process, so a run that sets them
+// takes the exec stage. ok is false when this path cannot start the runner
+// (privileges or exec failed): the exec stage then starts it, or reports
+// why not with the usual status (125, 126, 127).
+func startRunnerDirect(o *Options) (pid int, ok bool) {
+	type result struct {
+		pid int
+		ok  bool
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
+		if err := applyPrivileges(o.Privileges); err != nil {
+			done <- result{}
+			return
+		}
+		pid, err := syscall.ForkExec(o.Path, o.Args, &syscall.ProcAttr{Dir: o.Dir, Env: o.Env, Files: []uintptr{0, 1, 2}})
+		done <- result{pid, err == nil}
+	}()
+	r := <-done
+	return r.pid, r.ok
 }
 
 // IsExecStage reports whether this process is an exec stage.

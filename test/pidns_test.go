@@ -24,6 +24,11 @@ func TestRunnerPrivileges(t *testing.T) {
 			{"cap-add", []string{"--cap-add", "NET_BIND_SERVICE"}, netBindService, "1"},
 			{"cap-add-with-prefix", []string{"--cap-add", "CAP_NET_BIND_SERVICE"}, netBindService, "1"},
 			{"allow-new-privs", []string{"--allow-new-privs"}, none, "0"},
+			// A resource limit takes the re-executed exec stage rather than
+			// the in-engine start: the same promises hold there.
+			{"exec-stage", []string{"--rlimit", "RLIMIT_CORE=0"}, none, "1"},
+			{"exec-stage-cap-add", []string{"--rlimit", "RLIMIT_CORE=0", "--cap-add", "NET_BIND_SERVICE"}, netBindService, "1"},
+			{"exec-stage-allow-new-privs", []string{"--rlimit", "RLIMIT_CORE=0", "--allow-new-privs"}, none, "0"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
