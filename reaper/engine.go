@@ -22,7 +22,7 @@ type Config struct {
 	// its pid. It runs after the engine owns SIGCHLD, so no exit is missed,
 	// and it must not wait for the child: the engine is the only waiter.
 	// An error with pid > 0 means the runner process exists but will exit
-	// by itself (an exec failure reported by the exec stage); the error is
+	// by itself (an exec failure the exec stage reported); the error is
 	// printed and the process reaped like any other. An error with pid <= 0
 	// means nothing started.
 	Start func() (pid int, err error)

@@ -1,7 +1,7 @@
 // Package sandbox builds the boundary a runner lives in and starts it.
 //
-// Three process roles live here, each a re-execution of the corral binary
-// selected by an argv[0] no user types by accident:
+// The process roles that live here (the last three are re-executions of
+// the corral binary, selected by an argv[0] no user types by accident):
 //
 //   - the host side (Launch): picks the mode; in pidns mode it clones the
 //     init into new namespaces, forwards signals to it and exits with its
@@ -10,7 +10,10 @@
 //     mounts a private /proc, then runs the reaper engine;
 //   - the exec stage (argv[0] "corral [exec]"): the runner's process before
 //     execve, on one locked OS thread: rlimits, capability sets,
-//     no_new_privs, a read-back check, then execve.
+//     no_new_privs, a read-back check, then execve. Without rlimits the
+//     engine does the same on a throwaway locked thread and forks the
+//     runner from it, saving a Go runtime start (startRunnerDirect);
+//   - the probe child (argv[0] "corral [probe]"): tries one feature.
 //
 // Children report setup failures over a close-on-exec pipe, so the parent
 // can tell "the runner is running" (EOF) from "setup failed" (bytes) and

@@ -20,7 +20,7 @@ const initArg0 = "corral [init]"
 // initCaps are what a non-root init needs across its execve inside a new
 // user namespace (where a non-zero uid loses every capability at exec
 // unless it is ambient): mounting /proc and setting the hostname, bringing
-// up loopback, and letting the exec stage shrink the bounding set.
+// up loopback, and letting the privilege drop shrink the bounding set.
 var initCaps = []int{int(capability.CAP_SYS_ADMIN), int(capability.CAP_NET_ADMIN), int(capability.CAP_SETPCAP)}
 
 // runPidns clones an init into new namespaces, forwards signals to it, and

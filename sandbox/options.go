@@ -45,7 +45,8 @@ type Options struct {
 	Stderr  io.Writer `json:"-"`
 }
 
-// Privileges are applied by the exec stage, for the runner alone.
+// Privileges are applied to the runner alone, on the thread it is forked or
+// exec'd from.
 type Privileges struct {
 	// Keep are the capabilities kept, in all five sets; nothing else is.
 	Keep          []int
