@@ -66,8 +66,21 @@ const (
 	phaseExited      phase = "exited"
 )
 
-// ErrSetup wraps failures of the engine's own setup (exit status 125).
-var ErrSetup = errors.New("corral setup failed")
+// SetupError is a failure of the engine's own setup (exit status 125).
+type SetupError struct {
+	Step string // what the engine was doing
+	Err  error
+}
+
+func (e *SetupError) Error() string {
+	var errno syscall.Errno
+	if errors.As(e.Err, &errno) && unix.ErrnoName(errno) != "" {
+		return fmt.Sprintf("%s: %v (%s)", e.Step, e.Err, unix.ErrnoName(errno))
+	}
+	return e.Step + ": " + e.Err.Error()
+}
+
+func (e *SetupError) Unwrap() error { return e.Err }
 
 type engine struct {
 	cfg        Config
@@ -87,7 +100,7 @@ type engine struct {
 
 // Run starts the runner and supervises its tree until the tree is empty.
 // The returned error is non-nil only when the engine itself could not work
-// (ErrSetup); the runner's own failures are in Result.ExitCode.
+// (a *SetupError); the runner's own failures are in Result.ExitCode.
 func Run(cfg Config) (Result, error) {
 	if cfg.Stderr == nil {
 		cfg.Stderr = os.Stderr
@@ -136,7 +149,7 @@ func Run(cfg Config) (Result, error) {
 		// As PID 1 the kernel already hands us every orphan of the
 		// namespace; elsewhere we must ask to be their reaper.
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			return Result{ExitCode: 125}, fmt.Errorf("%w: become child subreaper (prctl PR_SET_CHILD_SUBREAPER): %w", ErrSetup, err)
+			return Result{ExitCode: 125}, &SetupError{Step: "become child subreaper (prctl PR_SET_CHILD_SUBREAPER)", Err: err}
 		}
 	}
 	e.writeState()
@@ -149,7 +162,7 @@ func Run(cfg Config) (Result, error) {
 		e.acct.runnerReaped, e.acct.runnerExitCode = true, 125
 		e.phase = phaseExited
 		e.writeState()
-		return Result{ExitCode: 125}, fmt.Errorf("%w: %w", ErrSetup, err)
+		return Result{ExitCode: 125}, &SetupError{Step: "start the runner", Err: err}
 	}
 	if err != nil {
 		fmt.Fprintf(cfg.Stderr, "corral: %v\n", err)

@@ -38,9 +38,9 @@ func startRunner(o *Options) (int, error) {
 		syscall.ProcAttr{Dir: o.Dir, Env: o.Env})
 	if err != nil {
 		if o.Dir != "" {
-			return 0, fmt.Errorf("start the runner in %s: %w", o.Dir, err)
+			return 0, fmt.Errorf("exec stage in working directory %s: %w", o.Dir, err)
 		}
-		return 0, fmt.Errorf("start the runner: %w", err)
+		return 0, fmt.Errorf("exec stage: %w", err)
 	}
 	defer report.Close()
 	msg, _ := io.ReadAll(report)

@@ -258,3 +258,35 @@ func helpOK(t *testing.T, res result) {
 		t.Errorf("help: want the usage on stdout, got %v", res)
 	}
 }
+
+// The seed's test_subreaper_setup_failure_is_explicit, for real: a seccomp
+// filter makes prctl(PR_SET_CHILD_SUBREAPER) fail, and corral must refuse
+// to run the runner (exit 125) with one line naming the step and errno,
+// while pidns mode, whose PID 1 needs no subreaper, still works.
+func TestSubreaperSetupFailureIsExplicit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, modes[0])
+	ran := e.file("ran")
+	runner := e.helper("exit", "-ready", ran, "-code", "0")
+	deny := func(args []string) []string {
+		return append(e.helper("deny-subreaper", "--", corralBin), args...)
+	}
+	cmd := e.command(nil)
+	cmd.Path, cmd.Args = helperBin, deny(append([]string{"--mode", "subreaper", "--"}, runner...))
+	res := e.startCmd(cmd).wait(corralTimeout)
+	wantCode(t, res, 125)
+	if lines := strings.Split(strings.TrimSpace(res.stderr), "\n"); len(lines) != 1 ||
+		!strings.Contains(res.stderr, "subreaper") || !strings.Contains(res.stderr, "EINVAL") {
+		t.Errorf("want one line naming subreaper and EINVAL, got %q", res.stderr)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Errorf("the runner ran although corral could not become its reaper")
+	}
+
+	if modes[1].unavailable() == "" { // pidns as root
+		cmd := e.command(nil)
+		cmd.Path, cmd.Args = helperBin, deny(append([]string{"--mode", "pidns", "--"}, e.helper("exit", "-code", "4")...))
+		wantCode(t, e.startCmd(cmd).wait(corralTimeout), 4)
+	}
+	e.assertGone()
+}

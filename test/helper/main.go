@@ -18,10 +18,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -54,6 +56,8 @@ Commands:
                                  mounts private, mount /proc, execve PATH ARG...
   nsprobe [-userns]              exit 0 if this process can create pid+mount
                                  (+user) namespaces and mount a fresh /proc there
+  deny-subreaper -- PATH [ARG]  execve PATH ARG... under a seccomp filter that
+                                 fails prctl(PR_SET_CHILD_SUBREAPER) with EINVAL
 
 Flags every command accepts (applied in this order):
   -ignore-term         ignore SIGTERM
@@ -147,16 +151,17 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"exit":    cmdExit,
-		"sleep":   cmdSleep,
-		"cat":     cmdCat,
-		"usr1":    cmdUsr1,
-		"env":     cmdEnv,
-		"report":  cmdReport,
-		"spawn":   cmdSpawn,
-		"exec":    cmdExec,
-		"pid1":    cmdPID1,
-		"nsprobe": cmdNSProbe,
+		"exit":           cmdExit,
+		"sleep":          cmdSleep,
+		"cat":            cmdCat,
+		"usr1":           cmdUsr1,
+		"env":            cmdEnv,
+		"report":         cmdReport,
+		"spawn":          cmdSpawn,
+		"exec":           cmdExec,
+		"pid1":           cmdPID1,
+		"nsprobe":        cmdNSProbe,
+		"deny-subreaper": cmdDenySubreaper,
 	}
 }
 
@@ -709,5 +714,48 @@ func cmdNSProbe(fs *flag.FlagSet) func(*common) error {
 			return fmt.Errorf("namespaces unavailable: %v: %s", err, strings.TrimSpace(string(out)))
 		}
 		return nil
+	}
+}
+
+// cmdDenySubreaper execs a program under a seccomp filter that fails
+// prctl(PR_SET_CHILD_SUBREAPER) with EINVAL and allows everything else: the
+// one way to make corral's subreaper setup fail for real.
+func cmdDenySubreaper(fs *flag.FlagSet) func(*common) error {
+	return func(c *common) error {
+		if len(c.args) == 0 {
+			return errors.New("deny-subreaper: no program")
+		}
+		arch, ok := map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64}[runtime.GOARCH]
+		if !ok {
+			return fmt.Errorf("deny-subreaper: no seccomp arch for %s", runtime.GOARCH)
+		}
+		// struct seccomp_data: nr at 0, arch at 4, args[0] (low word) at 16.
+		const (
+			ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+			jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+			ret = unix.BPF_RET | unix.BPF_K
+		)
+		filter := []unix.SockFilter{
+			{Code: ld, K: 4},
+			{Code: jeq, K: arch, Jt: 0, Jf: 4},
+			{Code: ld, K: 0},
+			{Code: jeq, K: unix.SYS_PRCTL, Jt: 0, Jf: 2},
+			{Code: ld, K: 16},
+			{Code: jeq, K: unix.PR_SET_CHILD_SUBREAPER, Jt: 1, Jf: 0},
+			{Code: ret, K: unix.SECCOMP_RET_ALLOW},
+			{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EINVAL)},
+		}
+		prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+		runtime.LockOSThread()
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return fmt.Errorf("no_new_privs: %w", err)
+		}
+		// SECCOMP_FILTER_FLAG_TSYNC: every thread of this Go process, so
+		// the exec below carries the filter whichever thread runs it.
+		if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+			unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); errno != 0 {
+			return fmt.Errorf("seccomp: %w", errno)
+		}
+		return unix.Exec(c.args[0], c.args, os.Environ())
 	}
 }
