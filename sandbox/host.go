@@ -49,17 +49,7 @@ func runPidns(o *Options) (int, error) {
 		Pdeathsig: syscall.SIGKILL,
 	}
 	if userns {
-		// Keep the caller's ids (as bwrap does) so tools that look up
-		// their passwd entry keep working.
-		uid, gid := os.Getuid(), os.Getgid()
-		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-		sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-		sys.GidMappingsEnableSetgroups = false
-		if uid != 0 {
-			for _, c := range append(append([]int{}, initCaps...), o.Privileges.Keep...) {
-				sys.AmbientCaps = append(sys.AmbientCaps, uintptr(c))
-			}
-		}
+		mapCallerIDs(sys, append(append([]int{}, initCaps...), o.Privileges.Keep...))
 	}
 	// Never unlocked: this goroutine (main) and its thread live until exit.
 	runtime.LockOSThread()
@@ -117,6 +107,23 @@ func waitInit(pid int, signals <-chan os.Signal) int {
 		case s := <-signals:
 			// The init is our unreaped child: its pid cannot be reused.
 			_ = unix.Kill(pid, s.(syscall.Signal))
+		}
+	}
+}
+
+// mapCallerIDs maps the caller's uid and gid to themselves in the new user
+// namespace (as bwrap does, so tools that look up their passwd entry keep
+// working), with setgroups denied as an unprivileged gid map requires. A
+// non-zero uid loses every capability at the child's execve unless it is
+// ambient, so the ones the child needs are carried that way.
+func mapCallerIDs(sys *syscall.SysProcAttr, ambient []int) {
+	uid, gid := os.Getuid(), os.Getgid()
+	sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	sys.GidMappingsEnableSetgroups = false
+	if uid != 0 {
+		for _, c := range ambient {
+			sys.AmbientCaps = append(sys.AmbientCaps, uintptr(c))
 		}
 	}
 }

@@ -81,13 +81,7 @@ func Probe() ProbeReport {
 func probeChild(name string, flags uintptr, mapIDs bool, spec probeSpec) Check {
 	sys := &syscall.SysProcAttr{Cloneflags: flags, Pdeathsig: syscall.SIGKILL}
 	if mapIDs {
-		uid, gid := os.Getuid(), os.Getgid()
-		sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-		sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-		sys.GidMappingsEnableSetgroups = false
-		if uid != 0 {
-			sys.AmbientCaps = []uintptr{uintptr(capability.CAP_SYS_ADMIN)}
-		}
+		mapCallerIDs(sys, []int{int(capability.CAP_SYS_ADMIN)})
 	}
 	pid, report, err := spawnStage(probeArg0, spec, syscall.ProcAttr{Sys: sys, Env: []string{}})
 	if err != nil {
