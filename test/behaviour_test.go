@@ -407,3 +407,42 @@ func pid1IsCorral(cmdline string) bool {
 	argv0, _, _ := strings.Cut(cmdline, " ")
 	return strings.Contains(argv0[strings.LastIndexByte(argv0, '/')+1:], "corral")
 }
+
+// While the runner lives, the state file shows phase running and counts an
+// adopted orphan as live, with no exit code or signal yet; the poll
+// interval brings the adoption to disk without any phase change.
+func TestStateWhileRunning(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		e := newEnv(t, m)
+		state, ready := e.file("state.json"), e.file("ready")
+		// The runner orphans a helper that sleeps, then sleeps itself.
+		runner := e.helper("spawn", "-orphan", "-ready", ready, "-then", "sleep", "--", "sleep")
+		c := e.start(e.args(opts(state, "1"), runner))
+		c.waitFile(ready)
+		deadline := time.Now().Add(readyTimeout)
+		var doc map[string]any
+		for {
+			c.waitPhase(state, "running")
+			doc = readState(t, state)
+			if doc["adopted_children"] == float64(1) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		wantState(t, doc, map[string]any{
+			"phase": "running", "active_children": 2, "adopted_children": 1, "orphaned_children_total": 1,
+			"reaped_children_total": 0, "reaped_orphans_total": 0, "escalated": false,
+			"runner_exit_code": nil, "termination_signal": nil,
+		})
+		if info, err := os.Stat(state); err != nil || info.Mode().Perm() != 0o600 {
+			t.Errorf("state file mode: %v %v, want 0600", info.Mode(), err)
+		}
+		c.signal(syscall.SIGTERM)
+		res := c.wait(corralTimeout)
+		wantCode(t, res, 128+int(syscall.SIGTERM))
+		e.assertGone()
+		doc = readState(t, state)
+		wantState(t, doc, map[string]any{"phase": "exited", "active_children": 0, "adopted_children": 0,
+			"termination_signal": 15, "reaped_children_total": 2, "reaped_orphans_total": 1, "orphaned_children_total": 1})
+	})
+}
