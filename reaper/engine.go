@@ -217,6 +217,9 @@ func (e *engine) handleSignal(s syscall.Signal) bool {
 			e.cfg.Logf("forward %s to runner: %v", unix.SignalName(s), err)
 		}
 	}
+	if StopSelfAfter(s) {
+		_ = unix.Kill(e.self, unix.SIGSTOP)
+	}
 	return false
 }
 

@@ -44,3 +44,15 @@ func cancellingSignals() []os.Signal {
 func HandledSignals() []os.Signal {
 	return append(cancellingSignals(), forwardedSignals...)
 }
+
+// jobStop are the signals a terminal sends to stop a job (Ctrl-Z, and a
+// background job touching the terminal). Caught, they would leave corral
+// running and the shell waiting on a job that never stops; so whoever
+// catches one passes it on and then stops itself, as the shell expects
+// (SIGCONT from the shell's fg resumes both).
+var jobStop = map[syscall.Signal]bool{unix.SIGTSTP: true, unix.SIGTTIN: true, unix.SIGTTOU: true}
+
+// StopSelfAfter reports whether, having passed on s, a corral process that
+// a shell may be waiting on should stop itself. PID 1 never does: its own
+// namespace cannot stop it, and nothing waits on it as a job.
+func StopSelfAfter(s syscall.Signal) bool { return jobStop[s] && os.Getpid() != 1 }

@@ -107,6 +107,9 @@ func waitInit(pid int, signals <-chan os.Signal) int {
 		case s := <-signals:
 			// The init is our unreaped child: its pid cannot be reused.
 			_ = unix.Kill(pid, s.(syscall.Signal))
+			if reaper.StopSelfAfter(s.(syscall.Signal)) {
+				_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
+			}
 		}
 	}
 }

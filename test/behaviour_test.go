@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -445,4 +446,56 @@ func TestStateWhileRunning(t *testing.T) {
 		wantState(t, doc, map[string]any{"phase": "exited", "active_children": 0, "adopted_children": 0,
 			"termination_signal": 15, "reaped_children_total": 2, "reaped_orphans_total": 1, "orphaned_children_total": 1})
 	})
+}
+
+// Ctrl-Z: a job-stop signal reaches the runner, and corral stops itself
+// too, so the shell waiting on corral sees its job stop; SIGCONT (the
+// shell's fg) resumes both.
+func TestJobStopStopsRunnerAndCorral(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		e := newEnv(t, m)
+		ready := e.file("ready")
+		c := e.start(e.args(opts("", "0.1"), e.helper("sleep", "-ready", ready)))
+		c.waitFile(ready)
+		runner := 0
+		for _, p := range markedProcs(e.marker) {
+			if strings.HasPrefix(p.cmdline, helperBin+" ") {
+				runner = p.pid
+			}
+		}
+		if runner == 0 {
+			t.Fatalf("runner not found among %v", markedProcs(e.marker))
+		}
+		corral := c.cmd.Process.Pid
+		c.signal(syscall.SIGTSTP)
+		waitStopped(t, runner, true)
+		waitStopped(t, corral, true)
+		c.signal(syscall.SIGCONT)
+		waitStopped(t, corral, false)
+		waitStopped(t, runner, false)
+		c.signal(syscall.SIGTERM)
+		wantCode(t, c.wait(corralTimeout), 128+int(syscall.SIGTERM))
+		e.assertGone()
+	})
+}
+
+// waitStopped waits (bounded) until pid is, or is no longer, stopped.
+func waitStopped(t *testing.T, pid int, stopped bool) {
+	t.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	state := ""
+	for time.Now().Before(deadline) {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			t.Fatalf("pid %d: %v", pid, err)
+		}
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) {
+			state = string(stat[i+2])
+		}
+		if (state == "T") == stopped {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("pid %d: state %q, want stopped=%v", pid, state, stopped)
 }
