@@ -53,9 +53,6 @@ func sameProcess(pid int, start uint64) bool {
 	return err == nil && st.StartTime == start
 }
 
-// SameProcess is sameProcess for callers outside the package.
-func SameProcess(pid int, start uint64) bool { return sameProcess(pid, start) }
-
 // SignalDescendants walks the tree below root as Descendants does and
 // signals every live process as it finds it, with SIGCONT to stopped ones
 // unless sig is SIGKILL. It returns the number of live processes found.
@@ -71,9 +68,9 @@ func SignalDescendants(root int, sig syscall.Signal) int {
 		for _, st := range Descendants(src, root) {
 			if !st.Zombie() {
 				n++
-				_ = signalByCheck(st.PID, st.StartTime, sig)
+				_ = Signal(st.PID, st.StartTime, sig)
 				if st.Stopped() && sig != unix.SIGKILL {
-					_ = signalByCheck(st.PID, st.StartTime, unix.SIGCONT)
+					_ = Signal(st.PID, st.StartTime, unix.SIGCONT)
 				}
 			}
 		}
