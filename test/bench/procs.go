@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -230,23 +231,20 @@ func hasMarker(argv []string, marker string) bool {
 // The benchmark's marker is a whole argument, so the launcher, whose argv
 // holds the runner's, carries it too.
 func marked(marker string) []int {
-	names, _ := readDirNames("/proc")
-	var out []int
-	for _, n := range names {
-		pid, err := strconv.Atoi(n)
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if hasMarker(cmdline(pid), marker) {
-			out = append(out, pid)
-		}
-	}
+	out := processesWhere(func(argv []string) bool { return hasMarker(argv, marker) })
 	sort.Ints(out)
 	return out
 }
 
 // markedPrefix lists live processes with an argument starting with prefix.
 func markedPrefix(prefix string) []int {
+	return processesWhere(func(argv []string) bool {
+		return slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, prefix) })
+	})
+}
+
+// processesWhere lists the live processes but this one whose argv matches.
+func processesWhere(match func(argv []string) bool) []int {
 	names, _ := readDirNames("/proc")
 	var out []int
 	for _, n := range names {
@@ -254,11 +252,8 @@ func markedPrefix(prefix string) []int {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		for _, a := range cmdline(pid) {
-			if strings.HasPrefix(a, prefix) {
-				out = append(out, pid)
-				break
-			}
+		if match(cmdline(pid)) {
+			out = append(out, pid)
 		}
 	}
 	return out
