@@ -45,6 +45,10 @@ type Config struct {
 	// to remove them. A library caller sharing its process leaves it off.
 	OwnsProcess bool
 
+	// JobControl, when set, is terminal mode: the runner holds the
+	// terminal's foreground in a process group of its own (jobcontrol.go).
+	JobControl JobControl
+
 	Stderr io.Writer                     // where the one-line runner errors go
 	Logf   func(format string, a ...any) // -v diagnostics; nil: silent
 }
@@ -96,6 +100,8 @@ type engine struct {
 	signals  <-chan os.Signal // everything else the engine handles
 
 	written *statefile.Document // last document on disk, to skip identical writes
+
+	jobs *jobControl // terminal mode; nil otherwise
 }
 
 // Run starts the runner and supervises its tree until the tree is empty.
@@ -145,6 +151,9 @@ func Run(cfg Config) (Result, error) {
 	}()
 
 	e := &engine{cfg: cfg, self: os.Getpid(), phase: phaseStarting, children: children, signals: signals, acct: newAccounting(-1)}
+	if cfg.JobControl != nil { // terminal mode (jobcontrol.go)
+		e.jobs = &jobControl{JobControl: cfg.JobControl, forwarding: forwarding}
+	}
 	if e.self != 1 {
 		// As PID 1 the kernel already hands us every orphan of the
 		// namespace; elsewhere we must ask to be their reaper.
@@ -209,6 +218,9 @@ func (e *engine) handleSignal(s syscall.Signal) bool {
 		}
 		e.cfg.Logf("received %s", unix.SignalName(s))
 		return true
+	}
+	if e.jobs != nil && e.jobSignal(s) { // terminal mode (jobcontrol.go)
+		return false
 	}
 	if !e.acct.runnerReaped {
 		// The runner is our unreaped child, so its pid cannot have been
@@ -335,9 +347,13 @@ func (e *engine) singleP() {
 // count: one signal may stand for many exits, so loop until wait4 has
 // nothing more. __WALL includes children that do not signal their exit.
 func (e *engine) reap() {
+	flags := unix.WNOHANG | unix.WALL
+	if e.jobs != nil {
+		flags |= unix.WUNTRACED // terminal mode: the runner's stops (jobcontrol.go)
+	}
 	for {
 		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, nil)
+		pid, err := unix.Wait4(-1, &ws, flags, nil)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -347,6 +363,12 @@ func (e *engine) reap() {
 		}
 		if err != nil || pid <= 0 {
 			return
+		}
+		if ws.Stopped() { // only with WUNTRACED, in terminal mode
+			if pid == e.acct.runner && !e.acct.runnerReaped {
+				e.runnerStopped(ws.StopSignal())
+			}
+			continue
 		}
 		code := ExitCode(ws)
 		if pid == e.acct.runner {

@@ -35,7 +35,7 @@ func startRunner(o *Options) (int, error) {
 	}
 	pid, report, err := spawnStage(execStageArg0,
 		execSpec{Path: o.Path, Args: o.Args, Privileges: o.Privileges},
-		syscall.ProcAttr{Dir: o.Dir, Env: o.Env})
+		syscall.ProcAttr{Dir: o.Dir, Env: o.Env, Sys: runnerSys(o)})
 	if err != nil {
 		if o.Dir != "" {
 			return 0, fmt.Errorf("exec stage in working directory %s: %w", o.Dir, err)
@@ -72,7 +72,7 @@ func startRunnerDirect(o *Options) (pid int, ok bool) {
 			done <- result{}
 			return
 		}
-		pid, err := syscall.ForkExec(o.Path, o.Args, &syscall.ProcAttr{Dir: o.Dir, Env: o.Env, Files: []uintptr{0, 1, 2}})
+		pid, err := syscall.ForkExec(o.Path, o.Args, &syscall.ProcAttr{Dir: o.Dir, Env: o.Env, Files: []uintptr{0, 1, 2}, Sys: runnerSys(o)})
 		done <- result{pid, err == nil}
 	}()
 	r := <-done

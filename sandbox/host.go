@@ -51,6 +51,11 @@ func runPidns(o *Options) (int, error) {
 	if userns {
 		mapCallerIDs(sys, append(append([]int{}, initCaps...), o.Privileges.Keep...))
 	}
+	term := openTerminal(o) // terminal mode (terminal.go)
+	o.Terminal = term != nil
+	// Terminal mode: the init must not sit in the foreground group, or the
+	// terminal's Ctrl-C would reach it as a cancel.
+	sys.Setpgid = o.Terminal
 	// Never unlocked: this goroutine (main) and its thread live until exit.
 	runtime.LockOSThread()
 	// Registered while the init starts (each signal is a runtime round
@@ -67,11 +72,14 @@ func runPidns(o *Options) (int, error) {
 	if err != nil {
 		return 125, &unavailableError{&SetupError{Step: cloneFlagNames(flags), Err: err, Hint: cloneHint(err, userns)}}
 	}
-	line, _ := bufio.NewReader(ready).ReadString('\n')
-	ready.Close()
+	report := bufio.NewReader(ready)
+	line, _ := report.ReadString('\n')
 	line = strings.TrimSpace(line)
+	if term == nil || line != initReady {
+		ready.Close()
+	}
 	if line != initReady {
-		status := waitInit(pid, nil)
+		status := waitInit(pid, nil, nil)
 		if line == "" {
 			line = fmt.Sprintf("init exited with status %d before it was ready", status)
 		}
@@ -83,12 +91,17 @@ func runPidns(o *Options) (int, error) {
 		o.logf("mode pidns: new PID and mount namespaces (no user namespace: corral holds CAP_SYS_ADMIN)")
 	}
 	<-forwarding
-	return waitInit(pid, signals), nil
+	if term != nil { // terminal mode: the init reports the runner's stops (terminal.go)
+		go term.followInit(report, ready, pid)
+		defer term.restore()
+	}
+	return waitInit(pid, signals, term), nil
 }
 
 // waitInit forwards signals to the init until it exits, and returns its
 // status. The init is our only child, so waiting for it by pid is exact.
-func waitInit(pid int, signals <-chan os.Signal) int {
+// term is terminal mode's, or nil.
+func waitInit(pid int, signals <-chan os.Signal, term *terminal) int {
 	done := make(chan unix.WaitStatus, 1)
 	go func() {
 		var ws unix.WaitStatus
@@ -105,6 +118,10 @@ func waitInit(pid int, signals <-chan os.Signal) int {
 		case ws := <-done:
 			return reaper.ExitCode(ws)
 		case s := <-signals:
+			if term != nil { // terminal mode (terminal.go)
+				term.relay(pid, s.(syscall.Signal))
+				continue
+			}
 			// The init is our unreaped child: its pid cannot be reused.
 			_ = unix.Kill(pid, s.(syscall.Signal))
 			if reaper.StopSelfAfter(s.(syscall.Signal)) {

@@ -30,7 +30,13 @@ func RunInit() {
 		os.Exit(125)
 	}
 	fmt.Fprintln(ready, initReady)
-	ready.Close()
+	if o.Terminal {
+		// Terminal mode: the runner's stops go to the host side on this
+		// pipe (terminal.go).
+		o.jobs = initJobs{report: ready}
+	} else {
+		ready.Close()
+	}
 	status, err := runEngine(&o, true)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "corral: %v\n", err)

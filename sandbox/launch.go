@@ -67,6 +67,7 @@ func runEngine(o *Options, ownsNamespace bool) (int, error) {
 		State:         state,
 		OwnsNamespace: ownsNamespace,
 		OwnsProcess:   true,
+		JobControl:    o.jobs,
 		Stderr:        o.Stderr,
 		Logf:          logf,
 	})
@@ -84,5 +85,10 @@ func runSubreaper(o *Options, why string) (int, error) {
 		why += "; corral is PID 1 and reaps its namespace"
 	}
 	o.logf("mode subreaper: %s", why)
+	o.Terminal, o.jobs = false, nil
+	if t := openTerminal(o); t != nil { // terminal mode (terminal.go)
+		defer t.restore()
+		o.Terminal, o.jobs = true, t
+	}
 	return runEngine(o, false)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/corral-sh/corral/reaper"
 )
 
 // Mode is how the boundary is built.
@@ -43,6 +45,12 @@ type Options struct {
 
 	Verbose bool
 	Stderr  io.Writer `json:"-"`
+
+	// Terminal is terminal mode (terminal.go): the runner gets its own
+	// process group and the terminal's foreground. The process the
+	// caller's shell waits on decides it, and the init is told.
+	Terminal bool
+	jobs     reaper.JobControl // terminal mode's job control for the engine; nil otherwise
 }
 
 // Privileges are applied to the runner alone, on the thread it is forked or
