@@ -58,6 +58,14 @@ Commands:
                                  (+user) namespaces and mount a fresh /proc there
   deny-subreaper -- PATH [ARG]  execve PATH ARG... under a seccomp filter that
                                  fails prctl(PR_SET_CHILD_SUBREAPER) with EINVAL
+  sigint                         print "sigint N" at each SIGINT; at the stdin
+                                 line "exit" print "sigint total N", exit N
+  tiocsti [-tty] TEXT            push TEXT into stdin's (-tty: /dev/tty's)
+                                 terminal input with TIOCSTI; exit 0 and print
+                                 "tiocsti: refused: ERRNO" if refused, else 1
+  tty-caller -- PATH [ARG]       run PATH as a plain child (no job control),
+                                 print "caller: status=S pgrp=P tpgid=T", read
+                                 a line from stdin, print "caller: got LINE"
 
 Flags every command accepts (applied in this order):
   -ignore-term         ignore SIGTERM
@@ -162,6 +170,9 @@ func init() {
 		"pid1":           cmdPID1,
 		"nsprobe":        cmdNSProbe,
 		"deny-subreaper": cmdDenySubreaper,
+		"sigint":         cmdSigint,    // terminal.go
+		"tiocsti":        cmdTiocsti,   // terminal.go
+		"tty-caller":     cmdTTYCaller, // terminal.go
 	}
 }
 
