@@ -86,7 +86,9 @@ func missingFeature(t *testing.T, reason string) {
 func runChild(t *testing.T, name string, setup func(*exec.Cmd)) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+name)
+	cmd.Env = append(os.Environ(), childEnv+"="+name,
+		// The race runtime otherwise sleeps a second before exiting.
+		"GORACE=atexit_sleep_ms=0")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if setup != nil {
