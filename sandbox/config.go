@@ -250,7 +250,7 @@ var unsupportedHints = map[string]string{
 	"linux.uidMappings":           "corral maps the caller's uid to itself",
 	"linux.gidMappings":           "corral maps the caller's gid to itself",
 	"linux.resources":             "corral creates no cgroup; process.rlimits and --rlimit set per-process limits",
-	"linux.seccomp":               "corral installs no seccomp filter",
+	"linux.seccomp":               "corral installs only its own filter, against terminal input injection",
 	"process.consoleSize":         "corral allocates no terminal",
 	"process.user.umask":          "the runner inherits the caller's umask",
 	"process.user.username":       "the runner keeps the caller's uid",

@@ -68,9 +68,14 @@ func startRunnerDirect(o *Options) (pid int, ok bool) {
 	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
-		if err := applyPrivileges(o.Privileges); err != nil {
+		// Privileges, then the TIOCSTI filter (injection.go).
+		filtered, err := restrictRunner(o.Privileges)
+		if err != nil {
 			done <- result{}
 			return
+		}
+		if !filtered {
+			o.logf("--allow-new-privs without CAP_SYS_ADMIN: the kernel takes no seccomp filter, so the runner may use TIOCSTI")
 		}
 		pid, err := syscall.ForkExec(o.Path, o.Args, &syscall.ProcAttr{Dir: o.Dir, Env: o.Env, Files: []uintptr{0, 1, 2}, Sys: runnerSys(o)})
 		done <- result{pid, err == nil}
@@ -98,7 +103,7 @@ func RunExecStage() {
 	if err != nil {
 		fail(125, "exec stage: %v", err)
 	}
-	if err := applyPrivileges(spec.Privileges); err != nil {
+	if _, err := restrictRunner(spec.Privileges); err != nil { // privileges and the TIOCSTI filter (injection.go)
 		fail(125, "%v", err)
 	}
 	err = unix.Exec(spec.Path, spec.Args, os.Environ())

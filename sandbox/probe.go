@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"unsafe"
 
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
@@ -61,7 +60,7 @@ func Probe() ProbeReport {
 		probePidfd(),
 		probeCgroup2(),
 		probeLandlock(),
-		probeSeccomp(),
+		probeInjectionFilter(), // injection.go
 	)
 
 	r.AutoMode, r.Reason = ModePidns, "new PID and mount namespaces and a fresh /proc work here"
@@ -198,21 +197,5 @@ func probeLandlock() Check {
 	}
 	c.Available = true
 	c.Detail = fmt.Sprintf("ABI version %d", abi)
-	return c
-}
-
-func probeSeccomp() Check {
-	c := Check{Name: "seccomp"}
-	// SECCOMP_GET_ACTION_AVAIL asks whether an action exists; it installs nothing.
-	action := uint32(unix.SECCOMP_RET_ALLOW)
-	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_ACTION_AVAIL, 0, uintptr(unsafe.Pointer(&action)))
-	if errno != 0 {
-		c.Detail = "seccomp(SECCOMP_GET_ACTION_AVAIL): " + describeErr(errno)
-		return c
-	}
-	c.Available = true
-	if mode, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0); err == nil && mode == 2 {
-		c.Detail = "corral itself already runs under a seccomp filter"
-	}
 	return c
 }

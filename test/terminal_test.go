@@ -425,56 +425,103 @@ func TestTerminalKillINTCancels(t *testing.T) {
 }
 
 // The runner cannot push input into the caller's terminal with TIOCSTI,
-// with the terminal on stdin or, with stdin a pipe, reachable as /dev/tty:
-// the ioctl fails and nothing reaches the terminal (no echo on the master
-// side, nothing queued for the next reader).
+// with the terminal on stdin or, with stdin a pipe, reachable as /dev/tty;
+// whether corral starts it directly or through the exec stage (--rlimit),
+// and with --allow-new-privs where corral can install a filter without
+// no_new_privs (root, or the init of a user namespace): the ioctl fails and
+// nothing reaches the terminal (no echo on the master side, nothing queued
+// for the next reader).
 //
-// It fails until corral installs its seccomp filter on the runner
-// (internal/seccomp's DenyTerminalInjection): this machine has
-// dev.tty.legacy_tiocsti=1, so the kernel itself allows TIOCSTI on one's
-// controlling terminal.
+// This machine has dev.tty.legacy_tiocsti=1, so the kernel itself allows
+// TIOCSTI on one's controlling terminal: only corral's seccomp filter
+// (internal/seccomp's DenyTerminalInjection) refuses it.
 func TestTerminalInjectionRefused(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
-		for _, viaDevTTY := range []bool{false, true} {
-			name := "stdin"
-			if viaDevTTY {
-				name = "dev-tty"
-			}
-			t.Run(name, func(t *testing.T) {
+		for _, tc := range []struct {
+			name      string
+			viaDevTTY bool
+			opts      []string
+		}{
+			{name: "stdin"},
+			{name: "dev-tty", viaDevTTY: true},
+			{name: "exec-stage", opts: []string{"--rlimit", "RLIMIT_CORE=0"}},
+			{name: "allow-new-privs", viaDevTTY: true, opts: []string{"--allow-new-privs"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
 				e := newEnv(t, m)
-				p := openPTY(t)
-				text := "echo INJECTED-" + randomHex() + "\n"
-				args := []string{"tiocsti"}
-				if viaDevTTY {
-					args = append(args, "-tty")
-				}
-				cmd := e.onPTY(p, e.corralArgv(e.helper(append(args, text)...)...)...)
-				if viaDevTTY {
-					// stdin a pipe; the pty stays the controlling
-					// terminal (the child's fd 1).
-					r, w, err := os.Pipe()
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer r.Close()
-					defer w.Close()
-					cmd.Stdin = r
-					cmd.SysProcAttr.Ctty = 1
-				}
-				c := e.startCmd(cmd)
-				res := c.wait(corralTimeout)
-				got := p.expectRegexp(regexp.MustCompile(`tiocsti: (refused: \w+|injected)`))
-				if res.code != 0 || !strings.HasPrefix(got[1], "refused") {
-					t.Errorf("TIOCSTI was not refused (%s, corral exited %d); the terminal shows:\n%q", got[1], res.code, p.screen.String())
-				}
-				if strings.Contains(p.screen.String(), "INJECTED-") {
-					t.Errorf("injected input was echoed by the terminal:\n%q", p.screen.String())
-				}
-				if n := p.unread(); n != 0 {
-					t.Errorf("%d injected bytes wait in the terminal's input", n)
+				refused, detail := tryInjection(t, e, tc.viaDevTTY, nil, tc.opts)
+				if !refused {
+					t.Errorf("TIOCSTI was not refused: %s", detail)
 				}
 				e.assertGone()
 			})
 		}
 	})
+}
+
+// The documented exception: a caller without CAP_SYS_ADMIN that passes
+// --allow-new-privs in subreaper mode (no user namespace of its own) can
+// have no seccomp filter installed, so its runner keeps TIOCSTI. Such a
+// caller must have an empty bounding set already (corral refuses to run it
+// otherwise: the set cannot shrink without CAP_SETPCAP), which setpriv
+// gives it here. Without --allow-new-privs the same caller's runner is
+// refused.
+func TestTerminalInjectionAllowNewPrivsException(t *testing.T) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		missingFeature(t, "setpriv (util-linux) is not installed")
+	}
+	m := mode{name: "subreaper", flag: "subreaper"}
+	wrap := []string{setpriv, "--bounding-set=-all", fmt.Sprintf("--reuid=%d", nobodyUID),
+		fmt.Sprintf("--regid=%d", nobodyGID), "--clear-groups"}
+	for _, allow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("allow-new-privs=%v", allow), func(t *testing.T) {
+			e := newEnv(t, m)
+			var o []string
+			if allow {
+				o = []string{"--allow-new-privs"}
+			}
+			refused, detail := tryInjection(t, e, true, wrap, o)
+			if refused == allow {
+				t.Errorf("allow-new-privs=%v: want refused=%v, got %s", allow, !allow, detail)
+			}
+			e.assertGone()
+		})
+	}
+}
+
+// tryInjection runs a runner that tries TIOCSTI on the pty (on stdin, or
+// with stdin a pipe through /dev/tty) and reports whether it was refused
+// with nothing reaching the terminal; detail describes what happened. wrap,
+// when set, is the command line corral runs under.
+func tryInjection(t *testing.T, e *env, viaDevTTY bool, wrap, extraOpts []string) (refused bool, detail string) {
+	t.Helper()
+	p := openPTY(t)
+	text := "echo INJECTED-" + randomHex() + "\n"
+	args := []string{"tiocsti"}
+	if viaDevTTY {
+		args = append(args, "-tty")
+	}
+	argv := append(append(append([]string{}, wrap...), corralBin), e.args(opts("", "5", extraOpts...), e.helper(append(args, text)...))...)
+	cmd := e.onPTY(p, argv...)
+	if viaDevTTY {
+		// stdin a pipe; the pty stays the controlling terminal (the
+		// child's fd 1).
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		defer w.Close()
+		cmd.Stdin = r
+		cmd.SysProcAttr.Ctty = 1
+	}
+	res := e.startCmd(cmd).wait(corralTimeout)
+	got := p.expectRegexp(regexp.MustCompile(`tiocsti: (refused: \w+|injected)`))
+	echoed := strings.Contains(p.screen.String(), "INJECTED-")
+	queued := p.unread()
+	refused = res.code == 0 && strings.HasPrefix(got[1], "refused") && !echoed && queued == 0
+	detail = fmt.Sprintf("%s, corral exited %d, echoed %v, %d bytes queued; the terminal shows:\n%q",
+		got[1], res.code, echoed, queued, p.screen.String())
+	return refused, detail
 }
