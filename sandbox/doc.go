@@ -15,6 +15,13 @@
 //     runner from it, saving a Go runtime start (startRunnerDirect);
 //   - the probe child (argv[0] "corral [probe]"): tries one feature.
 //
+// On a terminal, the process the caller's shell waits on (the subreaper
+// engine's, or the pidns host side) gives the runner its own process group
+// and the foreground, stops and continues as the runner's job does, and
+// restores the foreground group at exit (terminal.go). On every path the
+// runner's thread gets the seccomp filter that denies TIOCSTI and TIOCLINUX
+// (injection.go).
+//
 // Children report setup failures over a close-on-exec pipe, so the parent
 // can tell "the runner is running" (EOF) from "setup failed" (bytes) and
 // print the reason once.

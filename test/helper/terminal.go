@@ -102,7 +102,8 @@ func cmdTiocsti(fs *flag.FlagSet) func(*common) error {
 // plain child that stays in the caller's process group, as `bash -c` or
 // make does, then prints "caller: status=S pgrp=P tpgid=T" (T is its
 // terminal's foreground group), reads a line from the terminal and prints
-// "caller: got LINE". A caller that lost the foreground stops at that read (SIGTTIN).
+// "caller: got LINE". A caller that lost the foreground stops at that read
+// (SIGTTIN).
 func cmdTTYCaller(fs *flag.FlagSet) func(*common) error {
 	return func(c *common) error {
 		if len(c.args) == 0 {
