@@ -120,9 +120,6 @@ func StopJob(sig syscall.Signal) {
 	if os.Getpid() == 1 || signal.Ignored(sig) {
 		return
 	}
-	cont := make(chan os.Signal, 1)
-	signal.Notify(cont, unix.SIGCONT)
-	defer signal.Stop(cont)
 	// A caught stop signal stops nothing, and the Go runtime keeps its
 	// handler installed even after signal.Reset: give sig its default
 	// action for the moment it takes, then put the runtime's handler
@@ -137,16 +134,11 @@ func StopJob(sig syscall.Signal) {
 	}
 	// kill(2) queued sig for this process before returning. It stays
 	// pending until a thread takes it: then either the process stops
-	// (and SIGCONT, which ends the stop, arrives) or the kernel discards
-	// it. Either way, once it is no longer pending corral runs again.
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
+	// until SIGCONT (which also flushes any stop signal still pending), or
+	// the kernel discards it. Either way, once it is no longer pending
+	// corral runs again, and the runner's group may go on.
 	for pendingSignal(sig) {
-		select {
-		case <-cont:
-			return
-		case <-tick.C:
-		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

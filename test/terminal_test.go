@@ -525,3 +525,19 @@ func tryInjection(t *testing.T, e *env, viaDevTTY bool, wrap, extraOpts []string
 		got[1], res.code, echoed, queued, p.screen.String())
 	return refused, detail
 }
+
+// corral probe says whether the runner gets the TIOCSTI filter, and names
+// the --allow-new-privs exception where it applies (a caller without
+// CAP_SYS_ADMIN).
+func TestProbeSaysTerminalInjectionFilter(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		e := newEnv(t, m)
+		_, available, detail := parseProbe(t, e.run([]string{"probe", "--json"}))
+		if !available["seccomp"] || !strings.Contains(detail["seccomp"], "denied TIOCSTI and TIOCLINUX") {
+			t.Errorf("probe's seccomp answer: available %v, %q", available["seccomp"], detail["seccomp"])
+		}
+		if exception := strings.Contains(detail["seccomp"], "--allow-new-privs"); exception != m.rootless {
+			t.Errorf("uid %d: probe names the --allow-new-privs exception: %v, want %v (%q)", m.uid(), exception, m.rootless, detail["seccomp"])
+		}
+	})
+}
