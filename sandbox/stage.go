@@ -81,11 +81,11 @@ func (f failure) setupError() *SetupError {
 
 // stageLink is one end of a stage's protocol socket.
 type stageLink struct {
-	f       *os.File
-	sendErr error // the start message did not get through: the stage died first
+	rw      io.ReadWriteCloser // the socket; any stream in tests
+	sendErr error              // the start message did not get through: the stage died first
 }
 
-func (l *stageLink) Close() error { return l.f.Close() }
+func (l *stageLink) Close() error { return l.rw.Close() }
 
 // spawnStage starts the corral binary as the stage arg0, sends it start as
 // a message of kind kind, and returns its pid and the parent's end of the
@@ -101,7 +101,7 @@ func spawnStage(arg0 string, kind byte, start any, attr syscall.ProcAttr) (int, 
 	if err != nil {
 		return 0, nil, fmt.Errorf("socketpair for %s: %w", arg0, err)
 	}
-	link := &stageLink{f: os.NewFile(uintptr(fds[0]), "stage link")}
+	link := &stageLink{rw: os.NewFile(uintptr(fds[0]), "stage link")}
 	files, at := stageFiles(fds[1])
 	attr.Files = files
 	if attr.Env == nil {
@@ -118,7 +118,7 @@ func spawnStage(arg0 string, kind byte, start any, attr syscall.ProcAttr) (int, 
 	// The stage reads its start message before anything else, so a message
 	// larger than the socket buffer only waits for that; a stage that died
 	// first makes this fail with EPIPE, reported by awaitReply.
-	link.sendErr = wire.WriteFrame(link.f, kind, payload)
+	link.sendErr = wire.WriteFrame(link.rw, kind, payload)
 	return pid, link, nil
 }
 
@@ -154,7 +154,7 @@ func stageFiles(sock int) ([]uintptr, int) {
 // the stage closed its end without a word: for the exec stage, that its
 // execve succeeded; for the others, that it died.
 func (l *stageLink) awaitReply() (ready bool, err error) {
-	kind, payload, err := wire.ReadFrame(l.f)
+	kind, payload, err := wire.ReadFrame(l.rw)
 	switch {
 	case err == io.EOF && l.sendErr != nil:
 		return false, fmt.Errorf("the stage ended before it read its start message: %w", l.sendErr)
@@ -212,8 +212,8 @@ func openStage(kind byte, start any) (*stageLink, error) {
 			break
 		}
 	}
-	link := &stageLink{f: os.NewFile(uintptr(fd), "stage link")}
-	got, payload, err := wire.ReadFrame(link.f)
+	link := &stageLink{rw: os.NewFile(uintptr(fd), "stage link")}
+	got, payload, err := wire.ReadFrame(link.rw)
 	if err != nil {
 		return link, &SetupError{Step: "read the start message", Err: err}
 	}
@@ -227,7 +227,7 @@ func openStage(kind byte, start any) (*stageLink, error) {
 }
 
 // ready tells the parent the stage is set up.
-func (l *stageLink) ready() error { return wire.WriteFrame(l.f, msgReady, nil) }
+func (l *stageLink) ready() error { return wire.WriteFrame(l.rw, msgReady, nil) }
 
 // fail reports err, a *SetupError or any error, to the parent. Nothing is
 // left to do when even that fails: the stage's exit status still says 125.
@@ -238,6 +238,6 @@ func (l *stageLink) fail(err error) {
 	}
 	payload, merr := wire.Marshal(failureOf(err))
 	if merr == nil {
-		_ = wire.WriteFrame(l.f, msgFailed, payload)
+		_ = wire.WriteFrame(l.rw, msgFailed, payload)
 	}
 }
