@@ -75,26 +75,16 @@ func (d *Decoder) fail(what string) {
 	d.b = nil
 }
 
-func (d *Decoder) Uint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad unsigned varint")
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *Decoder) Uint() uint64 { return varint(d, binary.Uvarint, "bad unsigned varint") }
+func (d *Decoder) Int() int64   { return varint(d, binary.Varint, "bad signed varint") }
 
-func (d *Decoder) Int() int64 {
+func varint[T uint64 | int64](d *Decoder, read func([]byte) (T, int), what string) T {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(d.b)
+	v, n := read(d.b)
 	if n <= 0 {
-		d.fail("bad signed varint")
+		d.fail(what)
 		return 0
 	}
 	d.b = d.b[n:]
