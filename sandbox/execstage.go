@@ -17,7 +17,7 @@ const execStageArg0 = "corral [exec]"
 
 // startRunner starts the exec stage as a child of the calling process and
 // waits only until the stage has either exec'd the runner (EOF on the
-// report pipe) or reported why not. It never waits for the process: the
+// stage socket) or reported why not. It never waits for the process: the
 // engine reaps it.
 func startRunner(o *Options) (int, error) {
 	if len(o.Privileges.Rlimits) == 0 {
@@ -81,7 +81,7 @@ func IsExecStage() bool { return isStage(execStageArg0) }
 
 // RunExecStage turns this process into the runner. It never returns: it
 // either execs or exits with 125 (setup), 126 or 127 (exec) after writing
-// the reason to the report pipe.
+// the reason to its stage socket.
 func RunExecStage() {
 	// Capability sets and the bounding set belong to a thread; exec runs
 	// on this same thread, so what is applied here is what the runner gets.
