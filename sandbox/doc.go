@@ -22,7 +22,10 @@
 // runner's thread gets the seccomp filter that denies TIOCSTI and TIOCLINUX
 // (injection.go).
 //
-// Children report setup failures over a close-on-exec pipe, so the parent
-// can tell "the runner is running" (EOF) from "setup failed" (bytes) and
-// print the reason once.
+// Each stage talks to its parent over one socket (stage.go), placed above
+// every descriptor the caller passed so those keep their numbers: one start
+// message in, one reply out, as byte-exact frames (internal/wire). A setup
+// failure comes back as a typed message that decodes into the same
+// *SetupError, errno included, and the parent prints it once; the exec
+// stage's socket is close-on-exec, so EOF means the runner is running.
 package sandbox

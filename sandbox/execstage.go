@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -16,16 +15,9 @@ import (
 
 const execStageArg0 = "corral [exec]"
 
-// execSpec is what the exec stage needs.
-type execSpec struct {
-	Path       string
-	Args       []string
-	Privileges Privileges
-}
-
 // startRunner starts the exec stage as a child of the calling process and
 // waits only until the stage has either exec'd the runner (EOF on the
-// report pipe) or reported why not. It never waits for the process: the
+// stage socket) or reported why not. It never waits for the process: the
 // engine reaps it.
 func startRunner(o *Options) (int, error) {
 	if len(o.Privileges.Rlimits) == 0 {
@@ -33,19 +25,18 @@ func startRunner(o *Options) (int, error) {
 			return pid, nil
 		}
 	}
-	pid, report, err := spawnStage(execStageArg0,
-		execSpec{Path: o.Path, Args: o.Args, Privileges: o.Privileges},
-		syscall.ProcAttr{Dir: o.Dir, Env: o.Env, Sys: runnerSys(o)})
+	pid, link, err := spawnStage(execStageArg0, msgExecStart,
+		execStart{Path: o.Path, Args: o.Args, Env: o.Env, Privileges: o.Privileges, Mask: callerMask},
+		syscall.ProcAttr{Dir: o.Dir, Sys: runnerSys(o)})
 	if err != nil {
 		if o.Dir != "" {
 			return 0, fmt.Errorf("exec stage in working directory %s: %w", o.Dir, err)
 		}
 		return 0, fmt.Errorf("exec stage: %w", err)
 	}
-	defer report.Close()
-	msg, _ := io.ReadAll(report)
-	if len(msg) > 0 {
-		return pid, errors.New(strings.TrimSpace(string(msg)))
+	defer link.Close()
+	if _, err := link.awaitReply(); err != nil {
+		return pid, err
 	}
 	return pid, nil
 }
@@ -77,6 +68,12 @@ func startRunnerDirect(o *Options) (pid int, ok bool) {
 		if !filtered {
 			o.logf("--allow-new-privs without CAP_SYS_ADMIN: the kernel takes no seccomp filter, so the runner may use TIOCSTI")
 		}
+		// ForkExec gives the child the forking thread's mask; this thread
+		// is never reused, so it may carry the caller's.
+		if err := setThreadMask(callerMask); err != nil {
+			done <- result{}
+			return
+		}
 		pid, err := syscall.ForkExec(o.Path, o.Args, &syscall.ProcAttr{Dir: o.Dir, Env: o.Env, Files: []uintptr{0, 1, 2}, Sys: runnerSys(o)})
 		done <- result{pid, err == nil}
 	}()
@@ -89,29 +86,34 @@ func IsExecStage() bool { return isStage(execStageArg0) }
 
 // RunExecStage turns this process into the runner. It never returns: it
 // either execs or exits with 125 (setup), 126 or 127 (exec) after writing
-// the reason to the report pipe.
+// the reason to its stage socket.
 func RunExecStage() {
 	// Capability sets and the bounding set belong to a thread; exec runs
 	// on this same thread, so what is applied here is what the runner gets.
 	runtime.LockOSThread()
-	var spec execSpec
-	report, err := readStageSpec(&spec)
-	fail := func(status int, format string, a ...any) {
-		fmt.Fprintf(report, format, a...)
+	var start execStart
+	link, err := openStage(msgExecStart, &start)
+	fail := func(status int, err error) {
+		link.fail(err)
 		os.Exit(status)
 	}
 	if err != nil {
-		fail(125, "exec stage: %v", err)
+		fail(125, err)
 	}
-	if _, err := restrictRunner(spec.Privileges); err != nil { // privileges and the TIOCSTI filter (injection.go)
-		fail(125, "%v", err)
+	if _, err := restrictRunner(start.Privileges); err != nil { // privileges and the TIOCSTI filter (injection.go)
+		fail(125, err)
 	}
-	err = unix.Exec(spec.Path, spec.Args, os.Environ())
+	// Last, on the thread that execs: the Go runtime unblocked signals on
+	// it at start, and the runner must get the caller's mask.
+	if err := setThreadMask(start.Mask); err != nil {
+		fail(125, &SetupError{Step: "restore the caller's signal mask", Err: err})
+	}
+	err = unix.Exec(start.Path, start.Args, start.Env)
 	status := 126
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 		status = 127
 	}
-	fail(status, "runner exec failed: %s: %s", spec.Path, describeErr(err))
+	fail(status, &SetupError{Step: "runner exec failed: " + start.Path, Err: err})
 }
 
 // applyPrivileges applies p to the calling thread in the one order that

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -68,22 +67,17 @@ func runPidns(o *Options) (int, error) {
 		close(forwarding)
 	}()
 
-	pid, ready, err := spawnStage(initArg0, o, syscall.ProcAttr{Env: o.Env, Sys: sys})
+	pid, link, err := spawnStage(initArg0, msgInitStart, initStart{Options: *o, Mask: callerMask}, syscall.ProcAttr{Sys: sys})
 	if err != nil {
 		return 125, &unavailableError{&SetupError{Step: cloneFlagNames(flags), Err: err, Hint: cloneHint(err, userns)}}
 	}
-	report := bufio.NewReader(ready)
-	line, _ := report.ReadString('\n')
-	line = strings.TrimSpace(line)
-	if term == nil || line != initReady {
-		ready.Close()
+	ready, err := link.awaitReply()
+	if term == nil || !ready {
+		link.Close()
 	}
-	if line != initReady {
+	if !ready {
 		status := waitInit(pid, nil, nil)
-		if line == "" {
-			line = fmt.Sprintf("init exited with status %d before it was ready", status)
-		}
-		return 125, &unavailableError{decodeInitFailure(line)}
+		return 125, &unavailableError{initFailure(err, status)}
 	}
 	if userns {
 		o.logf("mode pidns: new user, PID and mount namespaces, uid %d and gid %d mapped to themselves", os.Getuid(), os.Getgid())
@@ -92,10 +86,23 @@ func runPidns(o *Options) (int, error) {
 	}
 	<-forwarding
 	if term != nil { // terminal mode: the init reports the runner's stops (terminal.go)
-		go term.followInit(report, ready, pid)
+		go term.followInit(link, pid)
 		defer term.restore()
 	}
 	return waitInit(pid, signals, term), nil
+}
+
+// initFailure is why the init did not become ready: the failure it
+// reported, or how it ended without one.
+func initFailure(err error, status int) *SetupError {
+	var setup *SetupError
+	switch {
+	case errors.As(err, &setup):
+		return setup
+	case err == nil:
+		err = fmt.Errorf("exited with status %d before it was ready", status)
+	}
+	return &SetupError{Step: "start the pidns init", Err: err}
 }
 
 // waitInit forwards signals to the init until it exits, and returns its

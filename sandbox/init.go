@@ -3,14 +3,9 @@ package sandbox
 import (
 	"fmt"
 	"os"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
-
-// initReady is the init's one line on the ready pipe when its namespaces
-// are set up; anything else is "step\terrno\thint" of the step that failed.
-const initReady = "ready"
 
 // IsInit reports whether this process is a pidns init.
 func IsInit() bool { return isStage(initArg0) }
@@ -18,24 +13,31 @@ func IsInit() bool { return isStage(initArg0) }
 // RunInit sets up the new namespaces and runs the engine as PID 1. It
 // never returns.
 func RunInit() {
-	var o Options
-	ready, err := readStageSpec(&o)
+	var start initStart
+	link, err := openStage(msgInitStart, &start)
 	if err != nil {
-		fmt.Fprintf(ready, "init\t%v\t\n", err)
+		link.fail(err)
 		os.Exit(125)
 	}
+	o := start.Options
+	callerMask = start.Mask
 	o.Stderr = os.Stderr
 	if err := setupNamespaces(&o); err != nil {
-		fmt.Fprintf(ready, "%s\t%s\t%s\n", err.Step, describeErr(err.Err), err.Hint)
+		link.fail(err)
 		os.Exit(125)
 	}
-	fmt.Fprintln(ready, initReady)
+	// Closed before the engine starts anything: the runner must not hold it.
+	if err := link.ready(); err != nil {
+		fmt.Fprintf(os.Stderr, "corral: init: report ready: %v\n", err)
+		os.Exit(125)
+	}
 	if o.Terminal {
-		// Terminal mode: the runner's stops go to the host side on this
-		// pipe (terminal.go).
-		o.jobs = initJobs{report: ready}
+		// Terminal mode: the runner's stops go to the host side on the
+		// link (terminal.go); it is close-on-exec, so the runner does
+		// not hold it either.
+		o.jobs = initJobs{link: link}
 	} else {
-		ready.Close()
+		link.Close()
 	}
 	status, err := runEngine(&o, true)
 	if err != nil {
@@ -70,16 +72,3 @@ func setupNamespaces(o *Options) *SetupError {
 	}
 	return nil
 }
-
-// decodeInitFailure turns the init's failure line back into a SetupError.
-func decodeInitFailure(line string) *SetupError {
-	parts := strings.SplitN(line, "\t", 3)
-	for len(parts) < 3 {
-		parts = append(parts, "")
-	}
-	return &SetupError{Step: parts[0], Err: initErr(parts[1]), Hint: parts[2]}
-}
-
-type initErr string
-
-func (e initErr) Error() string { return string(e) }

@@ -43,6 +43,10 @@ func Launch(o Options) (int, error) {
 // runner has started, so falling back loses nothing.
 type unavailableError struct{ *SetupError }
 
+// Unwrap makes the SetupError itself, not only its cause, visible to
+// errors.As.
+func (u *unavailableError) Unwrap() error { return u.SetupError }
+
 func (o *Options) logf(format string, a ...any) {
 	if o.Verbose {
 		fmt.Fprintf(o.Stderr, "corral: "+format+"\n", a...)

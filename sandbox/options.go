@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/reaper"
 )
 
@@ -26,8 +27,9 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("unknown mode %q: want auto, pidns or subreaper", s)
 }
 
-// Options describe one contained run. They travel as JSON to the init, so
-// every field that the init or exec stage needs is exported.
+// Options describe one contained run. They travel to the init as a stage
+// message (stage.go), field by field: every exported field crosses, byte
+// for byte, unless tagged `json:"-"` or `wire:"-"`.
 type Options struct {
 	Mode Mode
 
@@ -78,19 +80,7 @@ type Namespaces struct {
 // any reports whether a namespace was asked for: only pidns mode honours it.
 func (n Namespaces) any() bool { return n.Net || n.IPC || n.UTS || n.User || n.Hostname != "" || n.PID }
 
-// SetupError is a failure of corral's own setup: exit status 125.
-type SetupError struct {
-	Step string // what corral was doing, e.g. "mount proc on /proc"
-	Err  error
-	Hint string // the usual cause and the fix, when known
-}
-
-func (e *SetupError) Error() string {
-	msg := e.Step + ": " + describeErr(e.Err)
-	if e.Hint != "" {
-		msg += "; " + e.Hint
-	}
-	return msg
-}
-
-func (e *SetupError) Unwrap() error { return e.Err }
+// SetupError is a failure of corral's own setup: exit status 125. It is
+// the module's one setup error type (the engine's too), so a failure in a
+// re-executed stage decodes into the same type, errno included.
+type SetupError = setuperr.Error

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -30,11 +29,6 @@ type ProbeReport struct {
 
 const probeArg0 = "corral [probe]"
 
-// probeSpec tells a throwaway probe child what to try.
-type probeSpec struct {
-	Step string // "namespaces", "proc", "subreaper"
-}
-
 // Probe finds out what this machine allows by trying each feature in a
 // throwaway child. Nothing on the machine changes: children that made
 // namespaces exit and take them along.
@@ -42,21 +36,21 @@ func Probe() ProbeReport {
 	r := ProbeReport{UID: os.Getuid()}
 	userns := !holdsCap(capability.CAP_SYS_ADMIN)
 
-	userCheck := probeChild("user namespaces", unix.CLONE_NEWUSER, true, probeSpec{Step: "namespaces"})
+	userCheck := probeChild("user namespaces", unix.CLONE_NEWUSER, true, probeStart{Step: "namespaces"})
 	r.Checks = append(r.Checks, userCheck)
 
 	pidFlags := uintptr(unix.CLONE_NEWPID)
 	if userns {
 		pidFlags |= unix.CLONE_NEWUSER
 	}
-	pidCheck := probeChild("pid namespaces", pidFlags, userns, probeSpec{Step: "namespaces"})
+	pidCheck := probeChild("pid namespaces", pidFlags, userns, probeStart{Step: "namespaces"})
 	r.Checks = append(r.Checks, pidCheck)
 
-	procCheck := probeChild("fresh /proc mount", pidFlags|unix.CLONE_NEWNS, userns, probeSpec{Step: "proc"})
+	procCheck := probeChild("fresh /proc mount", pidFlags|unix.CLONE_NEWNS, userns, probeStart{Step: "proc"})
 	r.Checks = append(r.Checks, procCheck)
 
 	r.Checks = append(r.Checks,
-		probeChild("subreaper", 0, false, probeSpec{Step: "subreaper"}),
+		probeChild("subreaper", 0, false, probeStart{Step: "subreaper"}),
 		probePidfd(),
 		probeCgroup2(),
 		probeLandlock(),
@@ -77,31 +71,30 @@ func Probe() ProbeReport {
 }
 
 // probeChild clones a probe child with flags and has it try spec.Step.
-func probeChild(name string, flags uintptr, mapIDs bool, spec probeSpec) Check {
+func probeChild(name string, flags uintptr, mapIDs bool, spec probeStart) Check {
 	sys := &syscall.SysProcAttr{Cloneflags: flags, Pdeathsig: syscall.SIGKILL}
 	if mapIDs {
 		mapCallerIDs(sys, []int{int(capability.CAP_SYS_ADMIN)})
 	}
-	pid, report, err := spawnStage(probeArg0, spec, syscall.ProcAttr{Sys: sys, Env: []string{}})
+	pid, link, err := spawnStage(probeArg0, msgProbeStart, spec, syscall.ProcAttr{Sys: sys, Env: []string{}})
 	if err != nil {
 		return Check{Name: name, Detail: (&SetupError{Step: cloneFlagNames(flags), Err: err, Hint: cloneHint(err, flags&unix.CLONE_NEWUSER != 0)}).Error()}
 	}
-	line, _ := bufio.NewReader(report).ReadString('\n')
-	report.Close()
+	ready, err := link.awaitReply()
+	link.Close()
 	var ws unix.WaitStatus
 	for {
 		if _, err := unix.Wait4(pid, &ws, 0, nil); !errors.Is(err, unix.EINTR) {
 			break
 		}
 	}
-	line = strings.TrimSpace(line)
-	if line == initReady {
+	if ready {
 		return Check{Name: name, Available: true}
 	}
-	if line == "" {
-		line = fmt.Sprintf("probe child ended with status %#x", uint32(ws))
+	if err == nil {
+		err = fmt.Errorf("probe child ended with status %#x", uint32(ws))
 	}
-	return Check{Name: name, Detail: decodeInitFailure(line).Error()}
+	return Check{Name: name, Detail: err.Error()}
 }
 
 // IsProbe reports whether this process is a probe child.
@@ -109,10 +102,10 @@ func IsProbe() bool { return isStage(probeArg0) }
 
 // RunProbeChild tries one step and reports; it never returns.
 func RunProbeChild() {
-	var spec probeSpec
-	report, err := readStageSpec(&spec)
+	var spec probeStart
+	link, err := openStage(msgProbeStart, &spec)
 	if err != nil {
-		fmt.Fprintf(report, "probe\t%v\t\n", err)
+		link.fail(err)
 		os.Exit(125)
 	}
 	var failed *SetupError
@@ -125,10 +118,12 @@ func RunProbeChild() {
 		}
 	}
 	if failed != nil {
-		fmt.Fprintf(report, "%s\t%s\t%s\n", failed.Step, describeErr(failed.Err), failed.Hint)
+		link.fail(failed)
 		os.Exit(125)
 	}
-	fmt.Fprintln(report, initReady)
+	if link.ready() != nil {
+		os.Exit(125)
+	}
 	os.Exit(0)
 }
 

@@ -12,8 +12,8 @@ package sandbox
 //
 //	Ctrl-Z ─▶ runner's group stops ─▶ engine's wait4(WUNTRACED) sees it
 //	  subreaper: the engine stops corral's group (reaper.StopJob)
-//	  pidns:     the init (PID 1, which cannot stop) writes "stop SIG IN"
-//	             on the report pipe; the host side stops its group
+//	  pidns:     the init (PID 1, which cannot stop) sends msgRunnerStopped
+//	             on its stage link; the host side stops its group
 //	shell's fg ─▶ SIGCONT to corral ─▶ corral's group holds the foreground?
 //	             hand it to the runner's group ─▶ continue that group
 //	             (pidns: the host hands it over, then SIGCONT to the init,
@@ -25,7 +25,6 @@ package sandbox
 // the host side, not the init, remembers and restores it.
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -34,6 +33,7 @@ import (
 	"syscall"
 
 	"github.com/corral-sh/corral/internal/proc"
+	"github.com/corral-sh/corral/internal/wire"
 	"github.com/corral-sh/corral/reaper"
 	"golang.org/x/sys/unix"
 )
@@ -165,23 +165,32 @@ func (t *terminal) relay(init int, sig syscall.Signal) {
 	_ = unix.Kill(init, sig)
 }
 
-// followInit reads the init's stop reports ("stop SIG INSIDE") from the
-// report pipe until it closes, and stops the host side's group for each,
-// then continues the init (which continues the runner's group) once the
-// shell continued the host side.
-func (t *terminal) followInit(r *bufio.Reader, closer *os.File, init int) {
-	defer closer.Close()
+// runnerStopped is the init's msgRunnerStopped: the runner stopped by
+// Signal; Inside says the terminal's foreground group is inside the
+// namespace (one outside reads as 0 there), so the host side may note it
+// as the group to hand the terminal back to.
+type runnerStopped struct {
+	Signal int
+	Inside bool
+}
+
+// followInit reads the init's stop reports from its stage link until it
+// closes, and stops the host side's group for each, then continues the
+// init (which continues the runner's group) once the shell continued the
+// host side.
+func (t *terminal) followInit(link *stageLink, init int) {
+	defer link.Close()
 	for {
-		line, err := r.ReadString('\n')
+		kind, payload, err := wire.ReadFrame(link.rw)
 		if err != nil {
 			return
 		}
-		var sig, inside int
-		if _, err := fmt.Sscanf(line, "stop %d %d", &sig, &inside); err != nil {
+		var stop runnerStopped
+		if kind != msgRunnerStopped || wire.Unmarshal(payload, &stop) != nil {
 			continue
 		}
-		t.noteStop(inside == 1)
-		reaper.StopJob(syscall.Signal(sig))
+		t.noteStop(stop.Inside)
+		reaper.StopJob(syscall.Signal(stop.Signal))
 		t.handBack()
 		_ = unix.Kill(init, unix.SIGCONT)
 	}
@@ -191,15 +200,15 @@ func (t *terminal) followInit(r *bufio.Reader, closer *os.File, init int) {
 // from inside its namespace, and the caller's shell waits on the host side,
 // so a stop of the runner is reported there, with whether the terminal's
 // foreground is inside the namespace (a group outside reads as 0).
-type initJobs struct{ report *os.File }
+type initJobs struct{ link *stageLink }
 
 func (j initJobs) RunnerStopped(sig syscall.Signal) bool {
 	fg, err := tcgetpgrp(0)
-	inside := 0
-	if err == nil && fg > 0 {
-		inside = 1
+	payload, merr := wire.Marshal(runnerStopped{Signal: int(sig), Inside: err == nil && fg > 0})
+	if merr == nil {
+		// A host side that is gone has nobody to stop: nothing to do.
+		_ = wire.WriteFrame(j.link.rw, msgRunnerStopped, payload)
 	}
-	fmt.Fprintf(j.report, "stop %d %d\n", int(sig), inside)
 	return false
 }
 

@@ -58,6 +58,17 @@ Commands:
                                  (+user) namespaces and mount a fresh /proc there
   deny-subreaper -- PATH [ARG]  execve PATH ARG... under a seccomp filter that
                                  fails prctl(PR_SET_CHILD_SUBREAPER) with EINVAL
+  fds                            print "fd=N dev=D ino=I" for every descriptor
+                                 this process inherited (those without
+                                 FD_CLOEXEC; the Go runtime's own have it)
+  accept                         accept one connection on each of the
+                                 LISTEN_FDS descriptors from 3 (systemd socket
+                                 activation), write "x" to it, close it
+  bytes                          print "arg HEX" for each of argv, "env HEX" for
+                                 each environment entry, "exe HEX", "cwd HEX"
+  sigmask -block SIG[,SIG...] -- PATH [ARG]
+                                 block the signals, execve PATH ARG... with
+                                 this environment
   sigint                         print "sigint N" at each SIGINT; at the stdin
                                  line "exit" print "sigint total N", exit N
   tiocsti [-tty] TEXT            push TEXT into stdin's (-tty: /dev/tty's)
@@ -170,6 +181,10 @@ func init() {
 		"pid1":           cmdPID1,
 		"nsprobe":        cmdNSProbe,
 		"deny-subreaper": cmdDenySubreaper,
+		"fds":            cmdFDs,
+		"accept":         cmdAccept,
+		"bytes":          cmdBytes,
+		"sigmask":        cmdSigmask,
 		"sigint":         cmdSigint,    // terminal.go
 		"tiocsti":        cmdTiocsti,   // terminal.go
 		"tty-caller":     cmdTTYCaller, // terminal.go
