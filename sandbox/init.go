@@ -53,12 +53,9 @@ func setupNamespaces(o *Options) *SetupError {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return &SetupError{Step: "make mounts private in the new mount namespace", Err: err}
 	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		s := &SetupError{Step: "mount proc on /proc in the new namespace", Err: err}
-		if err == unix.EPERM {
-			s.Hint = "parts of /proc are overmounted (container runtimes mask /proc/sys and friends), and the kernel then refuses a fresh proc mount to an unprivileged user namespace; run corral as root, unmask /proc, or use --mode subreaper"
-		}
-		return s
+	// A /proc for this PID namespace that keeps the caller's restrictions.
+	if err := mountProc(o); err != nil {
+		return err
 	}
 	if o.Namespaces.Net {
 		if err := loopbackUp(); err != nil {
