@@ -30,9 +30,9 @@ func startRunner(o *Options) (int, error) {
 		syscall.ProcAttr{Dir: o.Dir, Sys: runnerSys(o)})
 	if err != nil {
 		if o.Dir != "" {
-			return 0, fmt.Errorf("exec stage in working directory %s: %w", o.Dir, err)
+			return 0, fmt.Errorf("in working directory %s: %w", o.Dir, err)
 		}
-		return 0, fmt.Errorf("exec stage: %w", err)
+		return 0, err
 	}
 	defer link.Close()
 	if _, err := link.awaitReply(); err != nil {
@@ -113,7 +113,11 @@ func RunExecStage() {
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 		status = 127
 	}
-	fail(status, &SetupError{Step: "runner exec failed: " + start.Path, Err: err})
+	failed := &SetupError{Step: "runner exec failed: " + start.Path, Err: err}
+	if errors.Is(err, unix.E2BIG) {
+		failed.Hint = argsHint(start.Env, start.Args) // diagnose.go
+	}
+	fail(status, failed)
 }
 
 // applyPrivileges applies p to the calling thread in the one order that
@@ -185,10 +189,15 @@ func verifyPrivileges(p Privileges, hadSetpcap bool) error {
 	if got := status["CapBnd"]; got&^want != 0 {
 		// An unprivileged caller cannot shrink the bounding set. With
 		// no_new_privs no execve can gain from it (setuid bits and file
-		// capabilities are ignored), so the runner holds nothing more.
-		if hadSetpcap || p.AllowNewPrivs {
+		// capabilities are ignored), so the runner holds nothing more:
+		// also when --allow-new-privs was asked but no_new_privs was
+		// inherited, since it can never be cleared.
+		switch {
+		case hadSetpcap:
+			return &SetupError{Step: "drop the bounding set", Err: fmt.Errorf("CapBnd is %016x, want %016x", got, want)}
+		case p.AllowNewPrivs && status["NoNewPrivs"] != 1:
 			return &SetupError{Step: "drop the bounding set", Err: fmt.Errorf("CapBnd is %016x, want %016x", got, want),
-				Hint: "without CAP_SETPCAP it cannot shrink, and --allow-new-privs would let a setuid program gain it; use pidns mode or drop --allow-new-privs"}
+				Hint: "corral lacks CAP_SETPCAP, so it cannot shrink the bounding set, and with --allow-new-privs a setuid or file-capability program could gain what is left in it; drop --allow-new-privs"}
 		}
 	}
 	// With --allow-new-privs, NoNewPrivs may still be 1 when corral itself

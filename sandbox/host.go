@@ -69,7 +69,7 @@ func runPidns(o *Options) (int, error) {
 
 	pid, link, err := spawnStage(initArg0, msgInitStart, initStart{Options: *o, Mask: callerMask}, syscall.ProcAttr{Sys: sys})
 	if err != nil {
-		return 125, &unavailableError{&SetupError{Step: cloneFlagNames(flags), Err: err, Hint: cloneHint(err, userns)}}
+		return 125, cloneFailure(o, flags, userns, err)
 	}
 	ready, err := link.awaitReply()
 	if term == nil || !ready {
@@ -77,7 +77,7 @@ func runPidns(o *Options) (int, error) {
 	}
 	if !ready {
 		status := waitInit(pid, nil, nil)
-		return 125, &unavailableError{initFailure(err, status)}
+		return 125, explainInitFailure(o, err, status)
 	}
 	if userns {
 		o.logf("mode pidns: new user, PID and mount namespaces, uid %d and gid %d mapped to themselves", os.Getuid(), os.Getgid())
@@ -155,13 +155,7 @@ func mapCallerIDs(sys *syscall.SysProcAttr, ambient []int) {
 	}
 }
 
-func holdsCap(c capability.Cap) bool {
-	caps, err := capability.NewPid2(0)
-	if err != nil || caps.Load() != nil {
-		return false
-	}
-	return caps.Get(capability.EFFECTIVE, c)
-}
+func holdsCap(c capability.Cap) bool { return hasCap(c) }
 
 func cloneFlagNames(flags uintptr) string {
 	var names []string
@@ -177,18 +171,4 @@ func cloneFlagNames(flags uintptr) string {
 		}
 	}
 	return "clone(" + strings.Join(names, "|") + ")"
-}
-
-func cloneHint(err error, userns bool) string {
-	switch {
-	case userns && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)):
-		return "user namespaces are refused here: usually the sysctl kernel.unprivileged_userns_clone=0, AppArmor's kernel.apparmor_restrict_unprivileged_userns=1, or a container's seccomp profile; run `corral probe`, or use --mode subreaper"
-	case userns && errors.Is(err, unix.ENOSPC):
-		return "the user namespace limit is reached: the sysctl user.max_user_namespaces is 0 or exhausted; run `corral probe`, or use --mode subreaper"
-	case errors.Is(err, unix.EPERM):
-		return "creating namespaces needs CAP_SYS_ADMIN or a user namespace; run `corral probe`, or use --mode subreaper"
-	case errors.Is(err, unix.EINVAL):
-		return "this kernel lacks one of these namespace types; run `corral probe`, or use --mode subreaper"
-	}
-	return "run `corral probe`, or use --mode subreaper"
 }

@@ -36,8 +36,7 @@ func Probe() ProbeReport {
 	r := ProbeReport{UID: os.Getuid()}
 	userns := !holdsCap(capability.CAP_SYS_ADMIN)
 
-	userCheck := probeChild("user namespaces", unix.CLONE_NEWUSER, true, probeStart{Step: "namespaces"})
-	r.Checks = append(r.Checks, userCheck)
+	r.Checks = append(r.Checks, probeUserns()) // diagnose.go
 
 	pidFlags := uintptr(unix.CLONE_NEWPID)
 	if userns {
@@ -54,7 +53,7 @@ func Probe() ProbeReport {
 		probePidfd(),
 		probeCgroup2(),
 		probeLandlock(),
-		probeInjectionFilter(), // injection.go
+		withNoNewPrivsNote(probeInjectionFilter()), // injection.go, diagnose.go
 	)
 
 	r.AutoMode, r.Reason = ModePidns, "new PID and mount namespaces and a fresh /proc work here"
@@ -78,7 +77,7 @@ func probeChild(name string, flags uintptr, mapIDs bool, spec probeStart) Check 
 	}
 	pid, link, err := spawnStage(probeArg0, msgProbeStart, spec, syscall.ProcAttr{Sys: sys, Env: []string{}})
 	if err != nil {
-		return Check{Name: name, Detail: (&SetupError{Step: cloneFlagNames(flags), Err: err, Hint: cloneHint(err, flags&unix.CLONE_NEWUSER != 0)}).Error()}
+		return Check{Name: name, Detail: cloneFailure(&Options{}, flags, flags&unix.CLONE_NEWUSER != 0, err).Error()}
 	}
 	ready, err := link.awaitReply()
 	link.Close()
@@ -93,6 +92,8 @@ func probeChild(name string, flags uintptr, mapIDs bool, spec probeStart) Check 
 	}
 	if err == nil {
 		err = fmt.Errorf("probe child ended with status %#x", uint32(ws))
+	} else {
+		err = explainInitFailure(&Options{}, err, 0) // diagnose.go
 	}
 	return Check{Name: name, Detail: err.Error()}
 }
@@ -112,6 +113,8 @@ func RunProbeChild() {
 	switch spec.Step {
 	case "proc":
 		failed = setupNamespaces(&Options{})
+	case "hold": // diagnose.go
+		holdProbe(link)
 	case "subreaper":
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			failed = &SetupError{Step: "prctl(PR_SET_CHILD_SUBREAPER)", Err: err}

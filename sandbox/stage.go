@@ -52,7 +52,7 @@ type execStart struct {
 
 // probeStart names the one step a probe child tries.
 type probeStart struct {
-	Step string // "namespaces", "proc", "subreaper"
+	Step string // "namespaces", "proc", "subreaper", "hold" (diagnose.go)
 }
 
 // failure is one setup step that failed in a stage: a SetupError taken
