@@ -250,14 +250,14 @@ func (e *engine) teardown() {
 		e.singleP()
 	}
 	n := e.signalTree(sig)
-	e.cfg.Logf("teardown: %s to %d processes, grace %v", unix.SignalName(sig), n, e.cfg.Grace)
+	e.cfg.Logf("teardown: %s to %s, grace %v", unix.SignalName(sig), processes(n), e.cfg.Grace)
 	e.reap()
 
 	tick := e.stateTicker()
 	defer tick.Stop()
 	grace := time.NewTimer(e.cfg.Grace)
 	defer grace.Stop()
-	waiting := true
+	waiting, cut := true, false
 	for waiting && !e.noChildren {
 		select {
 		case <-e.children:
@@ -265,7 +265,7 @@ func (e *engine) teardown() {
 		case s := <-e.signals:
 			if e.handleSignal(s.(syscall.Signal)) {
 				// Another cancel while we wait: the caller wants it over.
-				waiting = false
+				waiting, cut = false, true
 			}
 		case <-grace.C:
 			waiting = false
@@ -287,7 +287,11 @@ func (e *engine) teardown() {
 	for !e.noChildren {
 		if n := e.signalTree(unix.SIGKILL); n > 0 {
 			if !e.escalated {
-				e.cfg.Logf("grace over: SIGKILL to %d processes", n)
+				why := "grace over"
+				if cut {
+					why = "second cancelling signal, grace cut short"
+				}
+				e.cfg.Logf("%s: SIGKILL to %s", why, processes(n))
 			}
 			e.escalated = true
 		}
@@ -449,4 +453,12 @@ func sameDocument(a, b statefile.Document) bool {
 	a.RunnerExitCode, b.RunnerExitCode = nil, nil
 	a.TerminationSignal, b.TerminationSignal = nil, nil
 	return a == b
+}
+
+// processes is "1 process" or "N processes", for -v lines.
+func processes(n int) string {
+	if n == 1 {
+		return "1 process"
+	}
+	return fmt.Sprintf("%d processes", n)
 }

@@ -185,7 +185,12 @@ func TestParseConfigRefusesByPath(t *testing.T) {
 		{`{"process": {"rlimits": [{"type": "RLIMIT_NOFILE", "soft": 1}]}}`, "process.rlimits[0].hard", false},
 		{`{"process": {"rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1}]}}`, "process.rlimits[0].soft", false},
 		{`{"process": {"rlimits": [{"type": "RLIMIT_NOFILE", "soft": 1, "hard": null}]}}`, "process.rlimits[0].hard", false},
-		{`{"process": {"rlimits": [{"type": "RLIMIT_NOFILE", "soft": -1, "hard": 1}]}}`, "process.rlimits.soft", false},
+		{`{"process": {"rlimits": [{"type": "RLIMIT_NOFILE", "soft": -1, "hard": 1}]}}`, "process.rlimits[0].soft", false},
+		// encoding/json names the field without the index; the error
+		// names the element that is wrong.
+		{`{"process": {"rlimits": [{"type": "RLIMIT_CORE", "soft": 0, "hard": 0}, {"type": "RLIMIT_NOFILE", "soft": "8", "hard": 8}]}}`, "process.rlimits[1].soft", false},
+		{`{"process": {"args": ["/bin/true", 5]}}`, "process.args[1]", false},
+		{`{"process": {"env": ["A=1", "B=2", true]}}`, "process.env[2]", false},
 		{`{"process": {"rlimits": [{"type": "RLIMIT_NOFILE", "soft": 1, "hard": 1}, {"type": "RLIMIT_NOFILE", "soft": 2, "hard": 2}]}}`,
 			"process.rlimits[1].type", false},
 		{`{"process": {"rlimits": [null]}}`, "process.rlimits[0]", false},

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"github.com/corral-sh/corral/internal/bounds"
 	"io"
 	"time"
 
@@ -24,7 +25,7 @@ func ParseMode(s string) (Mode, error) {
 	case ModeAuto, ModePidns, ModeSubreaper:
 		return m, nil
 	}
-	return "", fmt.Errorf("unknown mode %q: want auto, pidns or subreaper", s)
+	return "", fmt.Errorf("unknown mode %s: want auto, pidns or subreaper", bounds.Quote(s))
 }
 
 // Options describe one contained run. They travel to the init as a stage

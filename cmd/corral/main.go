@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/corral-sh/corral/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -31,6 +32,10 @@ func main() {
 	case sandbox.IsProbe():
 		sandbox.RunProbeChild()
 	}
+	if err := warmPoller(); err != nil {
+		fmt.Fprintf(os.Stderr, "corral: %v\n", err)
+		os.Exit(exitSetup)
+	}
 	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }
 
@@ -46,7 +51,7 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 			return runSpec(args[1:], stdout, stderr)
 		}
 	}
-	opts, err := parseRun(args, lookup)
+	opts, notes, err := parseRunNoted(args, lookup)
 	switch {
 	case err == errHelp:
 		fmt.Fprint(stdout, helpText)
@@ -56,6 +61,11 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		return exitUsage
 	}
 	opts.Stderr = stderr
+	if opts.Verbose {
+		for _, n := range notes {
+			fmt.Fprintf(stderr, "corral: %s\n", n)
+		}
+	}
 	status, err := sandbox.Launch(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "corral: %v\n", err)
@@ -64,4 +74,31 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		}
 	}
 	return status
+}
+
+// warmPoller makes the Go runtime create its poller (an epoll and an
+// eventfd) now. The runtime does so at the first os.Open of any file, and
+// dies with a fatal error and a stack trace, not an error value, when it
+// cannot: at an RLIMIT_NOFILE of 6 or 7 corral would crash reading
+// /proc/self/status rather than report EMFILE. So: with fewer than the
+// three descriptors that first open needs, say so and stop; with them, open
+// once now, and every later open fails with a plain EMFILE at worst.
+func warmPoller() error {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < 64 {
+		free := 0
+		for fd := 0; fd < int(rl.Cur); fd++ {
+			if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == unix.EBADF {
+				free++
+			}
+		}
+		if free < 3 {
+			return fmt.Errorf("too many open files (EMFILE): RLIMIT_NOFILE %d leaves %d free, and the Go runtime needs 3 to start its poller; raise it (ulimit -n)", rl.Cur, free)
+		}
+	}
+	f, err := os.Open("/dev/null")
+	if err == nil {
+		f.Close()
+	}
+	return nil
 }
