@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/debug"
 	"syscall"
@@ -32,6 +31,11 @@ type Config struct {
 
 	State *statefile.Writer // nil: no state file
 
+	// Signals is this process's registration (CatchSignals), made as early
+	// as the process could. Nil: Run registers them itself, and removes
+	// them again when it returns unless OwnsProcess.
+	Signals *Signals
+
 	// OwnsNamespace says the engine is PID 1 of a PID namespace made for
 	// this run, so kill(-1) reaches exactly the runner's tree. Never set
 	// it otherwise: in the caller's namespace kill(-1) reaches every
@@ -40,10 +44,17 @@ type Config struct {
 
 	// OwnsProcess says the process exists for this one run and exits as
 	// soon as Run returns: the engine may then tune the Go runtime for its
-	// job (GC target, one P once the tree is busy) and leaves its signal
-	// handlers registered rather than pay a runtime round trip per signal
-	// to remove them. A library caller sharing its process leaves it off.
+	// job (GC target, one P) and leaves its signal handlers registered.
+	// A library caller sharing its process leaves it off.
 	OwnsProcess bool
+
+	// KillAll, when set, kills every process of the runner's tree in one
+	// step that no fork can outrun (a cgroup's cgroup.kill, through a
+	// descriptor opened before the runner started). The engine calls it in
+	// each SIGKILL round before its own walk, which then finds what
+	// KillAll could not reach; an error is logged and the walk does the
+	// work. Emptiness is still decided by wait4 (ECHILD).
+	KillAll func() error
 
 	Stderr io.Writer                     // where the one-line runner errors go
 	Logf   func(format string, a ...any) // -v diagnostics; nil: silent
@@ -55,16 +66,6 @@ type Result struct {
 	TerminationSignal syscall.Signal // 0 when the runner simply exited
 	Escalated         bool
 }
-
-type phase string
-
-const (
-	phaseStarting    phase = "starting"
-	phaseRunning     phase = "running"
-	phaseTerminating phase = "terminating"
-	phaseKilling     phase = "killing" // reported as "terminating" in the state file
-	phaseExited      phase = "exited"
-)
 
 // SetupError is a failure of the engine's own setup (exit status 125).
 type SetupError struct {
@@ -82,18 +83,56 @@ func (e *SetupError) Error() string {
 
 func (e *SetupError) Unwrap() error { return e.Err }
 
+// Intervals of the teardown's rescans. While the grace runs, the tree is
+// walked again so that a process that joined it after a walk (an orphan
+// handed over while the walk read another branch, a child forked by a
+// TERM trap) gets the teardown signal too: first soon, then less often,
+// never less often than scanMax. SIGCHLD, the sign that an adoption may
+// have happened, brings the next walk forward to scanMin after the last.
+const (
+	scanMin   = 5 * time.Millisecond
+	scanMax   = 50 * time.Millisecond
+	killEvery = 10 * time.Millisecond  // SIGKILL rounds until the tree is empty
+	blindPace = 100 * time.Millisecond // rounds while /proc cannot be read
+)
+
+type procID struct {
+	pid   int
+	start uint64
+}
+
 type engine struct {
-	cfg        Config
-	self       int
-	acct       *accounting
-	phase      phase
+	cfg   Config
+	sig   *Signals
+	self  int
+	acct  *accounting
+	phase phase
+
 	termSignal syscall.Signal
 	escalated  bool
 	noChildren bool // the last wait4 said ECHILD: the tree is empty
-	oneP       bool // GOMAXPROCS is down to 1
+	events     []event
 
-	children <-chan os.Signal // SIGCHLD only; a buffer of one is enough, it is an edge
-	signals  <-chan os.Signal // everything else the engine handles
+	// kids are the direct children some walk or scan has seen and that
+	// are not reaped yet: their pids cannot be reused while unreaped, so
+	// they can be signalled by pid alone when /proc cannot be read.
+	kids map[int]uint64
+	// signalled are the processes the teardown signal reached, so that a
+	// rescan signals each newcomer once and nobody twice.
+	signalled map[procID]struct{}
+
+	graceEnd time.Time
+	nextScan time.Time // zero: no rescan pending
+	scanStep time.Duration
+	lastScan time.Time
+	nextTick time.Time // zero: no state refresh pending
+	timer    *time.Timer
+
+	nofile unix.Rlimit // RLIMIT_NOFILE before the runner started
+	blind  bool        // the last walk could not see the whole tree
+	warned bool        // the one line about a blind teardown was printed
+	// blindTerm: kill(-1) sent the teardown signal, /proc being unreadable
+	blindTerm bool
 
 	written *statefile.Document // last document on disk, to skip identical writes
 }
@@ -108,6 +147,13 @@ func Run(cfg Config) (Result, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
+	sig := cfg.Signals
+	if sig == nil {
+		sig = CatchSignals()
+		if !cfg.OwnsProcess {
+			defer sig.Stop()
+		}
+	}
 	if cfg.OwnsProcess {
 		// The engine's live heap is small (its accounting and one walk of
 		// the tree), but walks and ticks leave garbage, and at the default
@@ -117,34 +163,10 @@ func Run(cfg Config) (Result, error) {
 		// the GC run back to back once a thousand children are live).
 		debug.SetGCPercent(25)
 	}
-	children := make(chan os.Signal, 1)
-	signals := make(chan os.Signal, 64)
-	// Each signal costs the runtime a round trip to its signal thread, and
-	// corral forwards some forty: register what the engine cannot miss now,
-	// and the signals it merely forwards while the runner starts. Until
-	// then the runtime drops those (their default for a Go program), as
-	// it would before corral started at all.
-	signal.Notify(children, unix.SIGCHLD)
-	signal.Notify(signals, cancellingSignals()...)
-	forwarding := make(chan struct{})
-	go func() {
-		signal.Notify(signals, forwardedSignals...)
-		close(forwarding)
-	}()
-	defer func() {
-		if cfg.OwnsProcess {
-			// The process exits next: the registration may still be
-			// under way (a round trip to the runtime's signal thread per
-			// signal, about 1-2 ms in all), and a run that ends before it
-			// must not wait for it.
-			return
-		}
-		<-forwarding
-		signal.Stop(children)
-		signal.Stop(signals)
-	}()
-
-	e := &engine{cfg: cfg, self: os.Getpid(), phase: phaseStarting, children: children, signals: signals, acct: newAccounting(-1)}
+	e := &engine{
+		cfg: cfg, sig: sig, self: os.Getpid(), phase: phaseStarting, acct: newAccounting(-1),
+		kids: map[int]uint64{}, signalled: map[procID]struct{}{},
+	}
 	if e.self != 1 {
 		// As PID 1 the kernel already hands us every orphan of the
 		// namespace; elsewhere we must ask to be their reaper.
@@ -152,7 +174,35 @@ func Run(cfg Config) (Result, error) {
 			return Result{ExitCode: 125}, &SetupError{Step: "become child subreaper (prctl PR_SET_CHILD_SUBREAPER)", Err: err}
 		}
 	}
+	// Teardown must not need anything the runner can take away: what it
+	// settles once is settled now, while descriptors are plentiful, and
+	// the limit is remembered so that a runner lowering it with prlimit
+	// can be undone.
+	_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &e.nofile)
+	proc.Prepare()
+	e.timer = time.NewTimer(time.Hour)
+	e.timer.Stop()
 	e.writeState()
+
+	// Every signal must be registered before the runner exists: one it
+	// sends to its parent first thing must not find the Go default.
+	sig.Wait()
+	if cfg.OwnsProcess {
+		// One P, set now while threads can still be made: the engine is
+		// one goroutine answering SIGCHLD, and with one P the runtime
+		// needs no new OS thread later (no spinning thread woken for an
+		// idle P), so a runner that fills its cgroup's pids.max cannot
+		// make the Go runtime fail to create one.
+		runtime.GOMAXPROCS(1)
+	}
+	// A signal that came before the runner exists: a cancel means it is
+	// never started; anything else is passed on once it exists.
+	held := sig.drain()
+	for _, s := range held {
+		if IsCancelling(s) {
+			return e.cancelledBeforeStart(s), nil
+		}
+	}
 
 	pid, err := cfg.Start()
 	if pid <= 0 {
@@ -168,47 +218,106 @@ func Run(cfg Config) (Result, error) {
 		fmt.Fprintf(cfg.Stderr, "corral: %v\n", err)
 	}
 	e.acct.runner = pid
-	e.phase = phaseRunning
+	e.kids[pid] = 0
 	e.cfg.Logf("runner started as pid %d", pid)
-	e.observe()
-	e.writeState()
-
-	e.supervise()
-	e.teardown()
-
-	e.phase = phaseExited
-	e.observe()
-	e.writeState()
+	e.push(evStarted)
+	for _, s := range held {
+		e.onSignal(s)
+	}
+	e.reap()
+	e.advance()
+	e.loop()
 	return Result{ExitCode: e.acct.runnerExitCode, TerminationSignal: e.termSignal, Escalated: e.escalated}, nil
 }
 
-// supervise runs until the runner has exited or a cancelling signal came.
-func (e *engine) supervise() {
-	tick := e.stateTicker()
-	defer tick.Stop()
-	e.reap()
-	for !e.acct.runnerReaped && e.termSignal == 0 {
+// cancelledBeforeStart ends a run whose runner never started.
+func (e *engine) cancelledBeforeStart(s syscall.Signal) Result {
+	e.cfg.Logf("received %s before the runner started: not starting it", unix.SignalName(s))
+	e.termSignal = s
+	e.acct.runnerReaped, e.acct.runnerExitCode = true, 128+int(s)
+	e.phase = next(e.phase, evCancel)
+	e.writeState()
+	return Result{ExitCode: 128 + int(s), TerminationSignal: s}
+}
+
+// loop is the engine's one wait: for SIGCHLD, for a signal, or for the
+// next deadline (state refresh, end of the grace, teardown rescan). With
+// no deadline pending the timer is stopped and the engine sleeps until a
+// signal arrives.
+func (e *engine) loop() {
+	for e.phase != phaseExited {
+		e.arm()
 		select {
-		case <-e.children:
+		case <-e.sig.children:
 			e.reap()
-		case s := <-e.signals:
-			e.handleSignal(s.(syscall.Signal))
-		case <-tick.C:
-			e.observe()
-			e.writeState()
+			e.afterReap()
+		case s := <-e.sig.incoming:
+			e.onSignal(s.(syscall.Signal))
+		case <-e.timer.C:
+			e.onTimer(time.Now())
+		}
+		e.advance()
+	}
+}
+
+func (e *engine) push(ev event) { e.events = append(e.events, ev) }
+
+// advance feeds the pending events to the state machine and performs
+// each new phase's entry actions, which may push further events.
+func (e *engine) advance() {
+	for len(e.events) > 0 {
+		ev := e.events[0]
+		e.events = e.events[1:]
+		if p := next(e.phase, ev); p != e.phase {
+			e.enter(p)
 		}
 	}
 }
 
-// handleSignal records and reports whether s was a cancelling signal;
-// any other signal is forwarded to the runner alone.
-func (e *engine) handleSignal(s syscall.Signal) bool {
-	if cancelling[s] {
+func (e *engine) enter(p phase) {
+	e.phase = p
+	now := time.Now()
+	switch p {
+	case phaseRunning:
+		e.scheduleTick(now)
+		e.observe()
+		e.writeState()
+	case phaseTerminating:
+		e.observe()
+		e.writeState()
+		e.graceEnd = now.Add(e.cfg.Grace)
+		e.termRound(now)
+		if e.noChildren {
+			e.push(evTreeEmpty)
+		} else if e.cfg.Grace <= 0 {
+			e.push(evGraceOver)
+		} else {
+			e.cfg.Logf("teardown: %s sent, grace %v", unix.SignalName(e.teardownSignal()), e.cfg.Grace)
+		}
+	case phaseKilling:
+		e.nextScan = time.Time{}
+		e.killRound(now)
+		e.writeState()
+		if e.noChildren {
+			e.push(evTreeEmpty)
+		}
+	case phaseExited:
+		e.nextScan, e.nextTick = time.Time{}, time.Time{}
+		e.observe()
+		e.writeState()
+	}
+}
+
+// onSignal acts on one signal: a cancel is an event for the state
+// machine; anything else goes to the runner alone.
+func (e *engine) onSignal(s syscall.Signal) {
+	if IsCancelling(s) {
 		if e.termSignal == 0 {
 			e.termSignal = s
 		}
 		e.cfg.Logf("received %s", unix.SignalName(s))
-		return true
+		e.push(evCancel)
+		return
 	}
 	if !e.acct.runnerReaped {
 		// The runner is our unreaped child, so its pid cannot have been
@@ -220,120 +329,238 @@ func (e *engine) handleSignal(s syscall.Signal) bool {
 	if StopSelfAfter(s) {
 		_ = unix.Kill(e.self, unix.SIGSTOP)
 	}
-	return false
 }
 
-// teardown signals every remaining process, waits up to the grace period
-// for the tree to empty, then kills until nothing is left.
-func (e *engine) teardown() {
-	e.phase = phaseTerminating
-	e.observe()
-	e.writeState()
-	sig := e.termSignal
-	if sig == 0 {
-		sig = unix.SIGTERM
+func (e *engine) onTimer(now time.Time) {
+	if !e.nextTick.IsZero() && !now.Before(e.nextTick) {
+		e.observe()
+		e.writeState()
+		e.scheduleTick(now)
 	}
-	e.reap()
-	if !e.noChildren {
-		e.singleP()
+	if e.phase == phaseTerminating && !now.Before(e.graceEnd) {
+		e.push(evGraceOver)
+		return
 	}
-	n := e.signalTree(sig)
-	e.cfg.Logf("teardown: %s to %d processes, grace %v", unix.SignalName(sig), n, e.cfg.Grace)
-	e.reap()
-
-	tick := e.stateTicker()
-	defer tick.Stop()
-	grace := time.NewTimer(e.cfg.Grace)
-	defer grace.Stop()
-	waiting := true
-	for waiting && !e.noChildren {
-		select {
-		case <-e.children:
-			e.reap()
-		case s := <-e.signals:
-			if e.handleSignal(s.(syscall.Signal)) {
-				// Another cancel while we wait: the caller wants it over.
-				waiting = false
-			}
-		case <-grace.C:
-			waiting = false
-		case <-tick.C:
-			e.observe()
-			e.writeState()
+	if !e.nextScan.IsZero() && !now.Before(e.nextScan) {
+		switch e.phase {
+		case phaseTerminating:
+			e.termRound(now)
+		case phaseKilling:
+			e.killRound(now)
 		}
 	}
+}
+
+// afterReap brings the next teardown round forward: the exit just reaped
+// may have handed its children to the engine.
+func (e *engine) afterReap() {
 	if e.noChildren {
 		return
 	}
-
-	e.phase = phaseKilling
-	e.writeState()
-	// Processes forked after a round escape it, so kill, reap and scan
-	// again until wait4 reports that nothing is left below us.
-	rescan := time.NewTicker(10 * time.Millisecond)
-	defer rescan.Stop()
-	for !e.noChildren {
-		if n := e.signalTree(unix.SIGKILL); n > 0 {
-			if !e.escalated {
-				e.cfg.Logf("grace over: SIGKILL to %d processes", n)
-			}
-			e.escalated = true
+	switch e.phase {
+	case phaseTerminating:
+		e.scanStep = scanMin
+		if soon := e.lastScan.Add(scanMin); e.nextScan.IsZero() || soon.Before(e.nextScan) {
+			e.nextScan = soon
 		}
-		e.reap()
-		if e.noChildren {
-			break
-		}
-		select {
-		case <-e.children:
-			e.reap()
-		case s := <-e.signals:
-			e.handleSignal(s.(syscall.Signal))
-		case <-rescan.C:
+	case phaseKilling:
+		if !e.blind {
+			e.nextScan = time.Now()
 		}
 	}
 }
 
-// signalTree sends sig to every live process below the engine, with
-// SIGCONT to stopped ones so they can act on it. It returns how many
-// processes it found alive.
-func (e *engine) signalTree(sig syscall.Signal) int {
-	if e.cfg.OwnsNamespace && sig == unix.SIGKILL {
-		var live []proc.Stat
-		for _, st := range proc.Descendants(proc.System(), e.self) {
-			if !st.Zombie() {
-				live = append(live, st)
-			}
+// arm points the timer at the earliest pending deadline, or stops it.
+func (e *engine) arm() {
+	var at time.Time
+	for _, t := range []time.Time{e.nextTick, e.nextScan} {
+		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
 		}
-		if len(live) == 0 {
-			return 0
-		}
-		// One syscall under the kernel's task list lock: nothing forked
-		// in the namespace can slip between scan and kill.
-		err := unix.Kill(-1, sig)
-		if err == nil || errors.Is(err, unix.ESRCH) {
-			return len(live)
-		}
-		e.cfg.Logf("kill(-1, %s): %v; signalling one by one", unix.SignalName(sig), err)
 	}
-	return proc.SignalDescendants(e.self, sig)
+	if e.phase == phaseTerminating && (at.IsZero() || e.graceEnd.Before(at)) {
+		at = e.graceEnd
+	}
+	if at.IsZero() {
+		e.timer.Stop()
+		return
+	}
+	e.timer.Reset(max(time.Until(at), 0))
 }
 
-// singleP drops GOMAXPROCS to 1 once the tree is busy (an orphan reaped,
-// or a teardown with processes left): the engine is then one goroutine
-// answering SIGCHLD, and a second P only makes the runtime wake a
-// spinning thread for each one, and run the GC beside the kernel's own
-// work. Not before: a plain run (runner only) would pay the
-// stop-the-world and the serialised start-up for nothing.
-func (e *engine) singleP() {
-	if e.cfg.OwnsProcess && !e.oneP {
-		runtime.GOMAXPROCS(1)
-		e.oneP = true
+func (e *engine) scheduleTick(now time.Time) {
+	if e.cfg.State == nil || e.cfg.Poll <= 0 {
+		return // nothing to refresh: no timer at all
 	}
+	e.nextTick = now.Add(e.cfg.Poll)
+}
+
+func (e *engine) teardownSignal() syscall.Signal {
+	if e.termSignal != 0 {
+		return e.termSignal
+	}
+	return unix.SIGTERM
+}
+
+// termRound sends the teardown signal to every live process of the tree
+// it has not reached yet, then reaps, and schedules the next rescan.
+func (e *engine) termRound(now time.Time) {
+	sig := e.teardownSignal()
+	e.reap()
+	if e.noChildren {
+		return
+	}
+	reached := make(map[procID]struct{}, len(e.signalled))
+	sent := 0
+	_, err := e.walk(sig, func(st proc.Stat) bool {
+		id := procID{st.PID, st.StartTime}
+		reached[id] = struct{}{}
+		if _, done := e.signalled[id]; done {
+			return false
+		}
+		sent++
+		return true
+	})
+	if err == nil {
+		e.signalled = reached // forget who has gone: memory follows the live tree
+	} else {
+		for id := range reached {
+			e.signalled[id] = struct{}{}
+		}
+		e.blindRound(sig, err)
+	}
+	if sent > 0 && !e.lastScan.IsZero() {
+		e.cfg.Logf("teardown: %s to %d processes that joined the tree", unix.SignalName(sig), sent)
+	}
+	e.lastScan = now
+	if e.scanStep == 0 {
+		e.scanStep = scanMin
+	}
+	e.nextScan = now.Add(e.scanStep)
+	if e.blind {
+		e.nextScan = now.Add(blindPace)
+	}
+	e.scanStep = min(2*e.scanStep, scanMax)
+	e.reap()
+}
+
+// killRound sends SIGKILL to whatever is left, and schedules the next
+// round: processes forked after a round escape it.
+func (e *engine) killRound(now time.Time) {
+	e.reap()
+	if e.noChildren {
+		return
+	}
+	if e.cfg.KillAll != nil {
+		if err := e.cfg.KillAll(); err != nil {
+			e.cfg.Logf("kill the runner's tree in one step: %v; walking it instead", err)
+		}
+	}
+	n, err := e.walk(unix.SIGKILL, nil)
+	if err != nil {
+		e.blindRound(unix.SIGKILL, err)
+	}
+	if !e.escalated && (n > 0 || err != nil) {
+		e.escalated = true
+		e.cfg.Logf("grace over: SIGKILL to %d processes", n)
+	}
+	e.lastScan = now
+	e.nextScan = now.Add(killEvery)
+	if e.blind {
+		e.nextScan = now.Add(blindPace)
+	}
+	e.reap()
+}
+
+// walk signals the tree. As PID 1 of its own namespace the engine's
+// SIGKILL is kill(-1): one syscall, under the kernel's task list lock, so
+// nothing forked in the namespace slips past it, and it needs no
+// descriptor, whatever limit the runner set; the walk beside it only
+// counts (for escalated) and keeps the kids current.
+func (e *engine) walk(sig syscall.Signal, want func(proc.Stat) bool) (int, error) {
+	killAll := e.cfg.OwnsNamespace && sig == unix.SIGKILL
+	visit := func(st proc.Stat) bool {
+		if st.PPID == e.self {
+			e.kids[st.PID] = st.StartTime
+		}
+		return !killAll && (want == nil || want(st))
+	}
+	n, err := proc.SignalTree(e.self, sig, visit)
+	if err != nil && e.restoreNOFILE() {
+		n, err = proc.SignalTree(e.self, sig, visit)
+	}
+	e.blind = err != nil
+	if killAll {
+		// After the count, and whatever it found.
+		if kerr := unix.Kill(-1, sig); kerr != nil && !errors.Is(kerr, unix.ESRCH) {
+			e.cfg.Logf("kill(-1, %s): %v; signalling one by one", unix.SignalName(sig), kerr)
+			n, err = proc.SignalTree(e.self, sig, want)
+		}
+	}
+	return n, err
+}
+
+// blindRound is the teardown's round when /proc could not be read
+// (err): the runner lowered corral's RLIMIT_NOFILE, and corral could not
+// raise it back. As PID 1 of its namespace, kill(-1) still reaches every
+// process; elsewhere the engine signals the direct children it knows,
+// which, unreaped, cannot have had their pids reused, and keeps trying.
+// It says so once: a teardown that cannot see its tree must not be a
+// silent hang.
+func (e *engine) blindRound(sig syscall.Signal, err error) {
+	if !e.warned {
+		e.warned = true
+		what := "signalling the processes it knows and retrying every " + blindPace.String()
+		if e.cfg.OwnsNamespace {
+			what = "signalling every process of its namespace instead"
+		}
+		fmt.Fprintf(e.cfg.Stderr, "corral: cannot see the runner's processes: %v (the runner lowered corral's RLIMIT_NOFILE, which corral cannot raise without CAP_SYS_RESOURCE); %s\n", err, what)
+	}
+	if e.cfg.OwnsNamespace {
+		if sig != unix.SIGKILL && !e.blindTerm {
+			// Once: without /proc nothing says who already got it, nor
+			// who is stopped.
+			e.blindTerm = true
+			_ = unix.Kill(-1, sig)
+			_ = unix.Kill(-1, unix.SIGCONT)
+		}
+		return
+	}
+	for pid, start := range e.kids {
+		id := procID{pid, start}
+		if _, done := e.signalled[id]; done && sig != unix.SIGKILL {
+			continue
+		}
+		e.signalled[id] = struct{}{}
+		_ = unix.Kill(pid, sig)
+		if sig != unix.SIGKILL {
+			_ = unix.Kill(pid, unix.SIGCONT)
+		}
+	}
+}
+
+// restoreNOFILE raises RLIMIT_NOFILE back to what it was before the
+// runner started, when the runner lowered it (prlimit needs only its
+// uid) and corral holds CAP_SYS_RESOURCE. It reports whether it did.
+func (e *engine) restoreNOFILE() bool {
+	var now unix.Rlimit
+	if e.nofile.Cur == 0 || unix.Getrlimit(unix.RLIMIT_NOFILE, &now) != nil {
+		return false
+	}
+	if now.Cur >= e.nofile.Cur && now.Max >= e.nofile.Max {
+		return false
+	}
+	if err := unix.Prlimit(0, unix.RLIMIT_NOFILE, &e.nofile, nil); err != nil {
+		return false
+	}
+	e.cfg.Logf("RLIMIT_NOFILE was lowered to %d:%d; restored %d:%d", now.Cur, now.Max, e.nofile.Cur, e.nofile.Max)
+	return true
 }
 
 // reap collects every child that has exited. SIGCHLD is an edge, not a
 // count: one signal may stand for many exits, so loop until wait4 has
 // nothing more. __WALL includes children that do not signal their exit.
+// It needs no descriptor and no memory beyond the accounting.
 func (e *engine) reap() {
 	for {
 		var ws unix.WaitStatus
@@ -342,17 +569,20 @@ func (e *engine) reap() {
 			continue
 		}
 		if errors.Is(err, unix.ECHILD) {
-			e.noChildren = true
+			if !e.noChildren {
+				e.noChildren = true
+				e.push(evTreeEmpty)
+			}
 			return
 		}
 		if err != nil || pid <= 0 {
 			return
 		}
 		code := ExitCode(ws)
-		if pid == e.acct.runner {
+		delete(e.kids, pid)
+		if pid == e.acct.runner && !e.acct.runnerReaped {
 			e.cfg.Logf("runner exited: status %d", code)
-		} else {
-			e.singleP()
+			e.push(evRunnerExited)
 		}
 		e.acct.reaped(pid, code)
 	}
@@ -363,22 +593,17 @@ func (e *engine) observe() {
 		return
 	}
 	kids, err := proc.ChildrenOf(e.self)
+	if err != nil && e.restoreNOFILE() {
+		kids, err = proc.ChildrenOf(e.self)
+	}
 	if err != nil {
 		e.cfg.Logf("scan children: %v", err)
 		return
 	}
-	e.acct.observe(kids)
-}
-
-// stateTicker paces state refreshes. Without a state file nothing needs
-// refreshing, and the engine sleeps until a signal arrives.
-func (e *engine) stateTicker() *time.Ticker {
-	if e.cfg.State == nil || e.cfg.Poll <= 0 {
-		t := time.NewTicker(time.Hour)
-		t.Stop()
-		return t
+	for _, st := range kids {
+		e.kids[st.PID] = st.StartTime
 	}
-	return time.NewTicker(e.cfg.Poll)
+	e.acct.observe(kids)
 }
 
 func (e *engine) document() statefile.Document {
@@ -388,12 +613,9 @@ func (e *engine) document() statefile.Document {
 		AdoptedChildren:       a.liveAdopted,
 		Escalated:             e.escalated,
 		OrphanedChildrenTotal: a.orphanedTotal,
-		Phase:                 string(e.phase),
+		Phase:                 e.phase.name(),
 		ReapedChildrenTotal:   a.reapedTotal,
 		ReapedOrphansTotal:    a.reapedOrphans,
-	}
-	if e.phase == phaseKilling {
-		doc.Phase = string(phaseTerminating)
 	}
 	if a.runnerReaped {
 		code := a.runnerExitCode

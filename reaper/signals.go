@@ -2,48 +2,170 @@ package reaper
 
 import (
 	"os"
+	"os/signal"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// cancelling signals end the run: the first is recorded, forwarded to the
-// whole tree, and starts the teardown.
-var cancelling = map[syscall.Signal]bool{
-	unix.SIGTERM: true, unix.SIGINT: true, unix.SIGHUP: true, unix.SIGQUIT: true,
+// The signal table (SPEC.md: Signals).
+//
+// Cancelling signals end the run: the first is recorded, sent to the
+// whole tree, and starts the teardown. SIGHUP is not one of them: it is
+// the reload signal of nginx, haproxy and sshd, and `docker kill -s HUP`
+// must not tear a service down.
+var cancelling = map[syscall.Signal]bool{unix.SIGTERM: true, unix.SIGINT: true, unix.SIGQUIT: true}
+
+// Every other catchable signal is forwarded to the runner alone, the
+// synchronous faults too: corral's own faults never reach a handler (the
+// Go runtime turns them into a panic), so a SIGSEGV or SIGABRT that
+// arrives here was sent with kill(2) (a systemd watchdog's SIGABRT) and
+// is meant for the service, not for corral.
+//
+// corral's own, never forwarded: SIGCHLD (the engine's wake-up), SIGPIPE
+// (about corral's own writes), SIGURG (Go's preemption signal), SIGPROF
+// (Go's profiler), 32 and 33 (the C library's threads), and SIGKILL and
+// SIGSTOP, which cannot be caught.
+
+// urgentSignals are registered first, before anything else at start:
+// the Go runtime's default for each is death or a goroutine dump (or,
+// for SIGCHLD, a missed exit). SIGCHLD and SIGPIPE go to their own
+// channels; the faults past SIGABRT cost no round trip to the runtime's
+// signal thread (they are not "notify" signals in its table).
+var urgentSignals = []syscall.Signal{
+	unix.SIGQUIT, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGABRT,
+	unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGSYS, unix.SIGSTKFLT,
 }
 
-// forwardedSignals go to the runner alone. Left out on purpose: SIGCHLD
-// (the engine's own wake-up), SIGPIPE (about corral's own writes), SIGURG
-// (Go's preemption signal), SIGPROF (Go's profiler), the synchronous faults
-// (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT) that concern
-// corral's own code, and SIGKILL/SIGSTOP, which cannot be caught.
-var forwardedSignals = func() []os.Signal {
-	sigs := []os.Signal{
+// laterSignals are the forwarded signals whose Go default is to drop
+// them (or, for the job-control ones, the kernel's default, to stop).
+// Each costs a round trip to the runtime's signal thread (about 10 µs),
+// so they are registered in the background, and the engine waits for
+// that to finish before the runner starts.
+var laterSignals = func() []syscall.Signal {
+	sigs := []syscall.Signal{
 		unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT, unix.SIGALRM,
 		unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGVTALRM, unix.SIGPWR,
-		unix.SIGIO, unix.SIGXCPU, unix.SIGXFSZ, unix.SIGSTKFLT,
+		unix.SIGIO, unix.SIGXCPU, unix.SIGXFSZ,
 	}
-	// Real-time signals; 32 and 33 are reserved by the C library's threads.
-	for s := 34; s <= 64; s++ {
+	for s := 34; s <= 64; s++ { // real-time signals; 32 and 33 belong to the C library
 		sigs = append(sigs, syscall.Signal(s))
 	}
 	return sigs
 }()
 
-func cancellingSignals() []os.Signal {
-	out := make([]os.Signal, 0, len(cancelling))
-	for s := range cancelling {
-		out = append(out, s)
+// Signals is one process's registration of every signal corral handles.
+// Signals are process-wide, so a process makes one, as early as it can.
+type Signals struct {
+	children chan os.Signal // SIGCHLD: an edge, a buffer of one is enough
+	incoming chan os.Signal // cancelling and forwarded signals
+	pipe     chan os.Signal // SIGPIPE: caught so a closed stderr cannot kill corral; never read
+	ignored  [65]bool       // ignored when the process started: neither acted on nor forwarded
+	done     chan struct{}  // closed once every signal is registered
+}
+
+// CatchSignals registers every signal corral handles, in this process:
+// first those whose Go default is fatal, before it returns; then the
+// rest in the background (Wait waits for them). Call it at the process's
+// start, before anything could send a signal, and once.
+//
+// A signal the caller left ignored (nohup, a non-interactive shell's &)
+// stays ignored: registering it would un-ignore it, for corral and, as
+// execve resets caught signals, for the runner. The Go runtime keeps an
+// inherited SIG_IGN only for SIGHUP, SIGINT and the job-control signals
+// (it installs its own handler for the others before any of corral's
+// code runs, golang/go#22497), so those are the ones corral can keep.
+func CatchSignals() *Signals {
+	s := &Signals{
+		children: make(chan os.Signal, 1),
+		incoming: make(chan os.Signal, 128),
+		pipe:     make(chan os.Signal, 1),
+		done:     make(chan struct{}),
+	}
+	for sig := 1; sig < len(s.ignored); sig++ {
+		s.ignored[sig] = dispositionIgnored(syscall.Signal(sig))
+	}
+	signal.Notify(s.children, unix.SIGCHLD)
+	signal.Notify(s.pipe, unix.SIGPIPE)
+	signal.Notify(s.incoming, s.wanted(urgentSignals)...)
+	go func() {
+		signal.Notify(s.incoming, s.wanted(laterSignals)...)
+		close(s.done)
+	}()
+	return s
+}
+
+// CatchPipe makes a write to a closed pipe return EPIPE in this process
+// instead of killing it, which is all a short-lived stage needs.
+func CatchPipe() {
+	signal.Notify(make(chan os.Signal, 1), unix.SIGPIPE)
+}
+
+func (s *Signals) wanted(sigs []syscall.Signal) []os.Signal {
+	out := make([]os.Signal, 0, len(sigs))
+	for _, sig := range sigs {
+		if !s.ignored[sig] {
+			out = append(out, sig)
+		}
 	}
 	return out
 }
 
-// HandledSignals are every signal the engine acts on: what a process in
-// front of the engine (the pidns host side) should catch and pass on.
-func HandledSignals() []os.Signal {
-	return append(cancellingSignals(), forwardedSignals...)
+// drain returns the signals already received, without waiting.
+func (s *Signals) drain() []syscall.Signal {
+	var out []syscall.Signal
+	for {
+		select {
+		case sig := <-s.incoming:
+			out = append(out, sig.(syscall.Signal))
+		default:
+			return out
+		}
+	}
 }
+
+// Wait returns once every signal is registered.
+func (s *Signals) Wait() { <-s.done }
+
+// Children delivers SIGCHLD.
+func (s *Signals) Children() <-chan os.Signal { return s.children }
+
+// Incoming delivers every cancelling and forwarded signal.
+func (s *Signals) Incoming() <-chan os.Signal { return s.incoming }
+
+// Ignored reports whether sig was ignored when the process started, and
+// so is neither acted on nor forwarded.
+func (s *Signals) Ignored(sig syscall.Signal) bool {
+	return sig > 0 && int(sig) < len(s.ignored) && s.ignored[sig]
+}
+
+// Stop undoes the registration, for a library caller that shares its
+// process; a process that exits after the run does not bother.
+func (s *Signals) Stop() {
+	s.Wait()
+	signal.Stop(s.children)
+	signal.Stop(s.incoming)
+	signal.Stop(s.pipe)
+}
+
+// dispositionIgnored asks the kernel for sig's current disposition.
+// signal.Ignored knows only SIGHUP and SIGINT; rt_sigaction with no new
+// action changes nothing and also answers for the job-control signals,
+// which the Go runtime leaves as it found them.
+func dispositionIgnored(sig syscall.Signal) bool {
+	if sig == unix.SIGKILL || sig == unix.SIGSTOP {
+		return false
+	}
+	// struct kernel_sigaction begins with the handler on every Linux
+	// architecture Go supports but mips, whose flags come first.
+	var old [4]uint64
+	_, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old[0])), 8, 0, 0)
+	return errno == 0 && old[0] == 1 // SIG_IGN
+}
+
+// IsCancelling reports whether s ends the run.
+func IsCancelling(s syscall.Signal) bool { return cancelling[s] }
 
 // jobStop are the signals a terminal sends to stop a job (Ctrl-Z, and a
 // background job touching the terminal). Caught, they would leave corral

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/corral-sh/corral/reaper"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
 )
@@ -50,16 +51,18 @@ func startRunner(o *Options) (int, error) {
 	return pid, nil
 }
 
-// startRunnerDirect forks the runner straight from the engine, from a
-// throwaway OS thread that first drops what the runner must not have:
+// startRunnerDirect forks the runner straight from the engine, from an OS
+// thread of its own that first drops what the runner must not have:
 // capabilities, the bounding set and no_new_privs belong to a thread, and
-// a forked child copies its thread's. No re-exec of corral, so no second Go
-// runtime start. The thread is never unlocked, so the runtime ends it when
-// the goroutine returns, and the runtime never clones new threads from a
-// locked one. Rlimits belong to the whole process, so a run that sets them
-// takes the exec stage. ok is false when this path cannot start the runner
-// (privileges or exec failed): the exec stage then starts it, or reports
-// why not with the usual status (125, 126, 127).
+// a forked child copies its thread's. No re-exec of corral, so no second
+// Go runtime start. The thread is then parked, locked, for the life of the
+// process: a locked goroutine that returned would take its thread down,
+// and the runtime would have to make another later, which a runner that
+// filled its cgroup's pids.max would refuse it. Rlimits belong to the
+// whole process, so a run that sets them takes the exec stage. ok is
+// false when this path cannot start the runner (privileges or exec
+// failed): the exec stage then starts it, or reports why not with the
+// usual status (125, 126, 127).
 func startRunnerDirect(o *Options) (pid int, ok bool) {
 	type result struct {
 		pid int
@@ -67,13 +70,14 @@ func startRunnerDirect(o *Options) (pid int, ok bool) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
+		runtime.LockOSThread() // never unlocked, and this goroutine never returns
 		if err := applyPrivileges(o.Privileges); err != nil {
 			done <- result{}
-			return
+		} else {
+			pid, err := syscall.ForkExec(o.Path, o.Args, &syscall.ProcAttr{Dir: o.Dir, Env: o.Env, Files: []uintptr{0, 1, 2}})
+			done <- result{pid, err == nil}
 		}
-		pid, err := syscall.ForkExec(o.Path, o.Args, &syscall.ProcAttr{Dir: o.Dir, Env: o.Env, Files: []uintptr{0, 1, 2}})
-		done <- result{pid, err == nil}
+		select {}
 	}()
 	r := <-done
 	return r.pid, r.ok
@@ -86,6 +90,9 @@ func IsExecStage() bool { return isStage(execStageArg0) }
 // either execs or exits with 125 (setup), 126 or 127 (exec) after writing
 // the reason to the report pipe.
 func RunExecStage() {
+	// A closed pipe behind a write must not kill the stage; execve resets
+	// the handler, so the runner gets SIGPIPE's default, not SIG_IGN.
+	reaper.CatchPipe()
 	// Capability sets and the bounding set belong to a thread; exec runs
 	// on this same thread, so what is applied here is what the runner gets.
 	runtime.LockOSThread()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"runtime"
 	"strings"
 	"syscall"
@@ -53,15 +52,7 @@ func runPidns(o *Options) (int, error) {
 	}
 	// Never unlocked: this goroutine (main) and its thread live until exit.
 	runtime.LockOSThread()
-	// Registered while the init starts (each signal is a runtime round
-	// trip); waitInit reads them only once the init is ready anyway. The
-	// process exits after us, so they are never unregistered.
-	signals := make(chan os.Signal, 64)
-	forwarding := make(chan struct{})
-	go func() {
-		signal.Notify(signals, reaper.HandledSignals()...)
-		close(forwarding)
-	}()
+	sigs := o.signals()
 
 	pid, ready, err := spawnStage(initArg0, o, syscall.ProcAttr{Env: o.Env, Sys: sys})
 	if err != nil {
@@ -71,7 +62,7 @@ func runPidns(o *Options) (int, error) {
 	ready.Close()
 	line = strings.TrimSpace(line)
 	if line != initReady {
-		status := waitInit(pid, nil)
+		status := waitInit(pid)
 		if line == "" {
 			line = fmt.Sprintf("init exited with status %d before it was ready", status)
 		}
@@ -82,34 +73,67 @@ func runPidns(o *Options) (int, error) {
 	} else {
 		o.logf("mode pidns: new PID and mount namespaces (no user namespace: corral holds CAP_SYS_ADMIN)")
 	}
-	<-forwarding
-	return waitInit(pid, signals), nil
+	// The init registered every signal before it said ready; what came
+	// here meanwhile waited in the channel and is passed on now.
+	sigs.Wait()
+	// One P from here on: the relay needs no further OS thread, so a
+	// runner filling the pids.max of a cgroup it shares with corral
+	// cannot make the Go runtime fail to create one.
+	runtime.GOMAXPROCS(1)
+	return relay(pid, sigs), nil
 }
 
-// waitInit forwards signals to the init until it exits, and returns its
-// status. The init is our only child, so waiting for it by pid is exact.
-func waitInit(pid int, signals <-chan os.Signal) int {
-	done := make(chan unix.WaitStatus, 1)
-	go func() {
-		var ws unix.WaitStatus
-		for {
-			_, err := unix.Wait4(pid, &ws, 0, nil)
-			if !errors.Is(err, unix.EINTR) {
-				break
-			}
-		}
-		done <- ws
-	}()
+// waitInit waits for an init that failed before it was ready.
+func waitInit(pid int) int {
+	var ws unix.WaitStatus
 	for {
-		select {
-		case ws := <-done:
+		_, err := unix.Wait4(pid, &ws, 0, nil)
+		if !errors.Is(err, unix.EINTR) {
 			return reaper.ExitCode(ws)
-		case s := <-signals:
+		}
+	}
+}
+
+// relay passes every signal on to the init until the init exits, and
+// returns its status. It waits with wait4(-1) on SIGCHLD rather than for
+// the init alone: as PID 1 (corral --mode pidns as a container's
+// entrypoint) the kernel hands this process every orphan of its
+// namespace (a `docker exec … &` whose parent left), and they must be
+// reaped, not left as zombies. No goroutine blocks in a syscall here.
+func relay(init int, sigs *reaper.Signals) int {
+	for {
+		if status, done := reapUntilInit(init); done {
+			return status
+		}
+		select {
+		case <-sigs.Children():
+		case s := <-sigs.Incoming():
 			// The init is our unreaped child: its pid cannot be reused.
-			_ = unix.Kill(pid, s.(syscall.Signal))
+			_ = unix.Kill(init, s.(syscall.Signal))
 			if reaper.StopSelfAfter(s.(syscall.Signal)) {
 				_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
 			}
+		}
+	}
+}
+
+// reapUntilInit reaps every child that has exited and reports the init's
+// status once it is among them.
+func reapUntilInit(init int) (int, bool) {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ECHILD):
+			// Only this loop reaps, so the init cannot have gone unseen;
+			// never wait forever on a child that is not there.
+			return 1, true
+		case err != nil || pid <= 0:
+			return 0, false
+		case pid == init:
+			return reaper.ExitCode(ws), true
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/corral-sh/corral/reaper"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,6 +19,11 @@ func IsInit() bool { return isStage(initArg0) }
 // RunInit sets up the new namespaces and runs the engine as PID 1. It
 // never returns.
 func RunInit() {
+	// First: the host passes signals on as soon as this init says ready,
+	// and a process inside the namespace may send any once the runner
+	// runs; registration goes on in the background while the namespaces
+	// are set up, and is complete before the init says ready.
+	sigs := reaper.CatchSignals()
 	var o Options
 	ready, err := readStageSpec(&o)
 	if err != nil {
@@ -25,10 +31,12 @@ func RunInit() {
 		os.Exit(125)
 	}
 	o.Stderr = os.Stderr
+	o.Signals = sigs
 	if err := setupNamespaces(&o); err != nil {
 		fmt.Fprintf(ready, "%s\t%s\t%s\n", err.Step, describeErr(err.Err), err.Hint)
 		os.Exit(125)
 	}
+	sigs.Wait()
 	fmt.Fprintln(ready, initReady)
 	ready.Close()
 	status, err := runEngine(&o, true)

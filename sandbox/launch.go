@@ -65,6 +65,7 @@ func runEngine(o *Options, ownsNamespace bool) (int, error) {
 		Grace:         o.Grace,
 		Poll:          o.Poll,
 		State:         state,
+		Signals:       o.signals(),
 		OwnsNamespace: ownsNamespace,
 		OwnsProcess:   true,
 		Stderr:        o.Stderr,

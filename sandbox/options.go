@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/corral-sh/corral/reaper"
 )
 
 // Mode is how the boundary is built.
@@ -43,6 +45,18 @@ type Options struct {
 
 	Verbose bool
 	Stderr  io.Writer `json:"-"`
+
+	// Signals is the process's signal registration (reaper.CatchSignals),
+	// made at its start; nil: made when needed.
+	Signals *reaper.Signals `json:"-"`
+}
+
+// signals returns the process's registration, making it if needed.
+func (o *Options) signals() *reaper.Signals {
+	if o.Signals == nil {
+		o.Signals = reaper.CatchSignals()
+	}
+	return o.Signals
 }
 
 // Privileges are applied to the runner alone, on the thread it is forked or

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/corral-sh/corral/reaper"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
 )
@@ -110,6 +111,7 @@ func IsProbe() bool { return isStage(probeArg0) }
 
 // RunProbeChild tries one step and reports; it never returns.
 func RunProbeChild() {
+	reaper.CatchPipe()
 	var spec probeSpec
 	report, err := readStageSpec(&spec)
 	if err != nil {
