@@ -29,6 +29,11 @@ type Config struct {
 	Grace time.Duration // from the first teardown signal to SIGKILL
 	Poll  time.Duration // state refresh interval; the engine is idle otherwise
 
+	// Timeout, when positive, cancels the run that long after the runner
+	// started, as if SIGTERM had arrived, and the run's status is then
+	// ExitTimeout (timeout.go). Zero: no timer exists.
+	Timeout time.Duration
+
 	State *statefile.Writer // nil: no state file
 
 	// Signals is this process's registration (CatchSignals), made as early
@@ -127,6 +132,7 @@ type engine struct {
 	lastScan time.Time
 	nextTick time.Time // zero: no state refresh pending
 	timer    *time.Timer
+	deadline deadline // Config.Timeout (timeout.go)
 
 	nofile unix.Rlimit // RLIMIT_NOFILE before the runner started
 	blind  bool        // the last walk could not see the whole tree
@@ -221,13 +227,15 @@ func Run(cfg Config) (Result, error) {
 	e.kids[pid] = 0
 	e.cfg.Logf("runner started as pid %d", pid)
 	e.push(evStarted)
+	e.startDeadline()
+	defer e.stopDeadline()
 	for _, s := range held {
 		e.onSignal(s)
 	}
 	e.reap()
 	e.advance()
 	e.loop()
-	return Result{ExitCode: e.acct.runnerExitCode, TerminationSignal: e.termSignal, Escalated: e.escalated}, nil
+	return Result{ExitCode: e.exitCode(), TerminationSignal: e.termSignal, Escalated: e.escalated}, nil
 }
 
 // cancelledBeforeStart ends a run whose runner never started.
@@ -255,6 +263,8 @@ func (e *engine) loop() {
 			e.onSignal(s.(syscall.Signal))
 		case <-e.timer.C:
 			e.onTimer(time.Now())
+		case <-e.deadline.c: // nil without a timeout
+			e.onDeadline()
 		}
 		e.advance()
 	}
@@ -618,7 +628,7 @@ func (e *engine) document() statefile.Document {
 		ReapedOrphansTotal:    a.reapedOrphans,
 	}
 	if a.runnerReaped {
-		code := a.runnerExitCode
+		code := e.exitCode()
 		doc.RunnerExitCode = &code
 	}
 	if e.termSignal != 0 {
