@@ -71,7 +71,8 @@ func startRunnerDirect(o *Options) (pid int, ok bool) {
 	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked, and this goroutine never returns
-		if err := applyPrivileges(o.Privileges); err != nil {
+		// Privileges and Landlock (policy.go).
+		if err := confineRunner(o.Privileges); err != nil {
 			done <- result{}
 		} else {
 			pid, err := syscall.ForkExec(o.Path, o.Args, &syscall.ProcAttr{Dir: o.Dir, Env: o.Env, Files: []uintptr{0, 1, 2}})
@@ -105,7 +106,7 @@ func RunExecStage() {
 	if err != nil {
 		fail(125, "exec stage: %v", err)
 	}
-	if err := applyPrivileges(spec.Privileges); err != nil {
+	if err := confineRunner(spec.Privileges); err != nil { // privileges and Landlock (policy.go)
 		fail(125, "%v", err)
 	}
 	err = unix.Exec(spec.Path, spec.Args, os.Environ())

@@ -15,6 +15,9 @@ func Launch(o Options) (int, error) {
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
+	if err := o.startPolicy(); err != nil { // policy.go
+		return 125, err
+	}
 	switch o.Mode {
 	case ModeSubreaper:
 		if o.Namespaces.any() {
@@ -64,6 +67,7 @@ func runEngine(o *Options, ownsNamespace bool) (int, error) {
 		Start:         func() (int, error) { return startRunner(o) },
 		Grace:         o.Grace,
 		Poll:          o.Poll,
+		Timeout:       o.Timeout,
 		State:         state,
 		Signals:       o.signals(),
 		OwnsNamespace: ownsNamespace,

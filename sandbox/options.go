@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/corral-sh/corral/internal/landlock"
 	"github.com/corral-sh/corral/reaper"
 )
 
@@ -49,6 +50,13 @@ type Options struct {
 	// Signals is the process's signal registration (reaper.CatchSignals),
 	// made at its start; nil: made when needed.
 	Signals *reaper.Signals `json:"-"`
+
+	// The sandbox policy beyond Privileges.Landlock (policy.go).
+	Timeout       time.Duration // the engine cancels the run this long after the runner started; 0: never
+	DieWithParent bool          // the host side cancels the run when corral's parent exits
+	// Parent is corral's parent as found at corral's start (WatchParent),
+	// for DieWithParent; nil: taken when Launch starts.
+	Parent *ParentWatch `json:"-"`
 }
 
 // signals returns the process's registration, making it if needed.
@@ -66,6 +74,9 @@ type Privileges struct {
 	Keep          []int
 	AllowNewPrivs bool
 	Rlimits       []Rlimit
+	// Landlock is the filesystem and IPC policy (--writable, --read-only,
+	// --hide, --isolate-ipc), enforced on the same thread (policy.go).
+	Landlock landlock.Policy
 }
 
 // Namespaces beyond the PID and mount namespaces pidns mode always makes.

@@ -64,6 +64,7 @@ func Probe() ProbeReport {
 		probeLandlock(),
 		probeSeccomp(),
 	)
+	r.Checks = append(r.Checks, probePolicy()...) // policyprobe.go
 
 	r.AutoMode, r.Reason = ModePidns, "new PID and mount namespaces and a fresh /proc work here"
 	if userns {

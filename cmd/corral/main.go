@@ -32,6 +32,10 @@ func main() {
 	case sandbox.IsProbe():
 		sandbox.RunProbeChild()
 	}
+	if wantsParentWatch(os.Args[1:]) {
+		// --die-with-parent: before anything else (policy.go).
+		parentAtStart = sandbox.WatchParent()
+	}
 	if args := os.Args[1:]; len(args) == 0 || !subcommands[args[0]] {
 		// A run: every signal corral handles is registered before anything
 		// else, so that none finds the Go runtime's default (a goroutine
@@ -72,6 +76,7 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 	}
 	opts.Stderr = stderr
 	opts.Signals = caught
+	opts.Parent = takeParent(opts.DieWithParent)
 	status, err := sandbox.Launch(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "corral: %v\n", err)

@@ -62,6 +62,7 @@ func parseRun(args []string, lookup func(string) (string, bool)) (sandbox.Option
 	fs.BoolVar(&verbose, "verbose", false, "")
 	fs.BoolVar(&help, "h", false, "")
 	fs.BoolVar(&help, "help", false, "")
+	policy := registerPolicyFlags(fs) // policy.go
 	if err := fs.Parse(args); err != nil {
 		return sandbox.Options{}, err
 	}
@@ -144,6 +145,10 @@ func parseRun(args []string, lookup func(string) (string, bool)) (sandbox.Option
 		return o, fmt.Errorf("--net: unknown value %q: want host or none", net)
 	}
 
+	if err := policy.apply(&o, set, lookup); err != nil {
+		return o, err
+	}
+
 	command := fs.Args()
 	switch {
 	case cfg != nil && cfg.Args != nil && len(command) > 0:
@@ -195,7 +200,7 @@ func firstEnv(names []string, lookup func(string) (string, bool)) (string, bool)
 // runnerEnv is the caller's environment without corral's own settings.
 func runnerEnv(environ []string) []string {
 	own := map[string]bool{}
-	for _, names := range [][]string{envMode, envState, envGrace, envPoll, envVerbose} {
+	for _, names := range [][]string{envMode, envState, envGrace, envPoll, envVerbose, envTimeout} {
 		for _, n := range names {
 			own[n] = true
 		}
