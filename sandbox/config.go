@@ -35,6 +35,7 @@ type Config struct {
 	NoNewPrivs *bool
 	Rlimits    []Rlimit   // process.rlimits, in file order, one per resource
 	Namespaces Namespaces // linux.namespaces and hostname
+	ReadOnly   bool       // root.readonly, with root.path "/": --read-only (config_policy.go)
 }
 
 // ConfigError names the JSON path of a config field corral refuses.
@@ -221,6 +222,7 @@ func array(elem *shape) *shape               { return &shape{elem: elem} }
 var configShape = object(map[string]*shape{
 	"ociVersion": leaf,
 	"hostname":   leaf,
+	"root":       object(map[string]*shape{"path": leaf, "readonly": leaf}), // config_policy.go
 	"process": object(map[string]*shape{
 		"terminal":        leaf,
 		"args":            array(leaf),
@@ -242,7 +244,6 @@ var configShape = object(map[string]*shape{
 // unsupportedHints explain the refusals users meet most, by path pattern
 // (indices written as []).
 var unsupportedHints = map[string]string{
-	"root":                        "the runner sees the caller's root filesystem",
 	"mounts":                      "corral mounts nothing but a private /proc",
 	"hooks":                       "corral runs no hooks",
 	"domainname":                  "only hostname can be set",
@@ -327,6 +328,11 @@ func translate(s *specs.Spec, raw map[string]any) (*Config, error) {
 	}
 	if s.Process != nil {
 		if err := c.process(s.Process, sub(raw, "process")); err != nil {
+			return nil, err
+		}
+	}
+	if s.Root != nil {
+		if err := c.root(s.Root, sub(raw, "root")); err != nil {
 			return nil, err
 		}
 	}
@@ -585,6 +591,9 @@ func (c *Config) Apply(o *Options) {
 	}
 	for _, rl := range c.Rlimits {
 		o.Privileges.Rlimits = WithRlimit(o.Privileges.Rlimits, rl)
+	}
+	if c.ReadOnly {
+		o.Privileges.Landlock.ReadOnly = true
 	}
 	n := &o.Namespaces
 	n.Net = n.Net || c.Namespaces.Net

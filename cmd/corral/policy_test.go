@@ -94,3 +94,24 @@ func TestWantsParentWatch(t *testing.T) {
 		}
 	}
 }
+
+// root.readonly of a config is --read-only, and flags win over it.
+func TestConfigReadOnlyAndFlags(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, `{"root": {"path": "/", "readonly": true}}`)
+	for _, tc := range []struct {
+		args     []string
+		readOnly bool
+		writable int
+	}{
+		{[]string{"--config", cfg}, true, 0},
+		{[]string{"--config", cfg, "--writable", dir}, false, 1},
+		{[]string{"--config", cfg, "--read-only=false"}, false, 0},
+	} {
+		o, err := parseRun(append(tc.args, "--", "/bin/true"), noEnv)
+		pol := o.Privileges.Landlock
+		if err != nil || pol.ReadOnly != tc.readOnly || len(pol.Writable) != tc.writable {
+			t.Errorf("%q: %+v, %v; want read-only %v and %d writable paths", tc.args, pol, err, tc.readOnly, tc.writable)
+		}
+	}
+}
