@@ -162,6 +162,11 @@ func init() {
 		"pid1":           cmdPID1,
 		"nsprobe":        cmdNSProbe,
 		"deny-subreaper": cmdDenySubreaper,
+		// Sandbox policy (policy.go).
+		"try":           cmdTry,
+		"deny-landlock": cmdDenyLandlock,
+		"pidns-reaper":  cmdPidnsReaper,
+		"orphan-exec":   cmdOrphanExec,
 	}
 }
 
