@@ -3,6 +3,8 @@ package reaper
 import (
 	"os"
 	"os/signal"
+	"runtime"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -49,7 +51,7 @@ var laterSignals = func() []syscall.Signal {
 		unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGVTALRM, unix.SIGPWR,
 		unix.SIGIO, unix.SIGXCPU, unix.SIGXFSZ,
 	}
-	for s := 34; s <= 64; s++ { // real-time signals; 32 and 33 belong to the C library
+	for s := 35; s <= 64; s++ { // real-time signals; the Go runtime keeps 32-34 for the C libraries
 		sigs = append(sigs, syscall.Signal(s))
 	}
 	return sigs
@@ -89,11 +91,49 @@ func CatchSignals() *Signals {
 	signal.Notify(s.children, unix.SIGCHLD)
 	signal.Notify(s.pipe, unix.SIGPIPE)
 	signal.Notify(s.incoming, s.wanted(urgentSignals)...)
+	var wg sync.WaitGroup
+	wg.Go(func() { signal.Notify(s.incoming, s.wanted(laterSignals)...) })
+	wg.Go(func() { reserveThreads(spareThreads) })
 	go func() {
-		signal.Notify(s.incoming, s.wanted(laterSignals)...)
+		wg.Wait()
 		close(s.done)
 	}()
 	return s
+}
+
+// spareThreads is how many idle OS threads a corral process keeps for the
+// Go runtime. With one P (set once the runner starts), at most three
+// threads without a lock to a goroutine are ever busy at once: one holding
+// the P, one in each of the two goroutines that can sit in a system call
+// (the engine's or relay's own, and the os/signal watcher's). The runtime
+// never frees an idle thread, so once made they last the process's life.
+const spareThreads = 3
+
+// reserveThreads makes the Go runtime own n more OS threads than it
+// needed so far, now, while the runner cannot yet have filled a pids.max
+// it shares with corral: afterwards the runtime finds an idle thread
+// whenever it needs one (a P handed off from a long system call) instead
+// of failing to create one, which is fatal (issue 8: "fatal error:
+// newosproc"). n goroutines lock a thread each and hold it until all n
+// are locked, so n threads exist at once; then each unlocks and returns,
+// leaving its thread idle (only a goroutine that returns while locked
+// takes its thread down).
+func reserveThreads(n int) {
+	var locked, release sync.WaitGroup
+	locked.Add(n)
+	release.Add(1)
+	var done sync.WaitGroup
+	for range n {
+		done.Go(func() {
+			runtime.LockOSThread()
+			locked.Done()
+			release.Wait()
+			runtime.UnlockOSThread()
+		})
+	}
+	locked.Wait()
+	release.Done()
+	done.Wait()
 }
 
 // CatchPipe makes a write to a closed pipe return EPIPE in this process
