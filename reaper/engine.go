@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -49,9 +48,16 @@ type Config struct {
 
 	// OwnsProcess says the process exists for this one run and exits as
 	// soon as Run returns: the engine may then tune the Go runtime for its
-	// job (GC target, one P) and leaves its signal handlers registered.
+	// job (GC target) and leaves its signal handlers registered.
 	// A library caller sharing its process leaves it off.
 	OwnsProcess bool
+
+	// StartHolds says Start itself keeps the runner from running its
+	// first instruction until Signals.Wait returns (sandbox execs it
+	// stopped, and lets it go then), so that the slow part of a start
+	// overlaps with the registration; the engine then calls Start without
+	// waiting. Off, the engine waits before calling Start.
+	StartHolds bool
 
 	// KillAll, when set, kills every process of the runner's tree in one
 	// step that no fork can outrun (a cgroup's cgroup.kill, through a
@@ -118,10 +124,16 @@ type engine struct {
 	noChildren bool // the last wait4 said ECHILD: the tree is empty
 	events     []event
 
-	// kids are the direct children some walk or scan has seen and that
-	// are not reaped yet: their pids cannot be reused while unreaped, so
-	// they can be signalled by pid alone when /proc cannot be read.
-	kids map[int]uint64
+	// orphans is the engine's leader thread's children file, opened
+	// before the runner started: the kernel hands every orphan to that
+	// thread, and the file can be read again with no new descriptor, so
+	// the engine still finds its direct children when the runner lowered
+	// its RLIMIT_NOFILE. Unreaped, their pids cannot be reused: they can
+	// be signalled by pid alone.
+	orphans *proc.ChildrenFile
+	// blindSent are the direct children the teardown signal reached
+	// while /proc could not be read, until they are reaped.
+	blindSent map[int]bool
 	// signalled are the processes the teardown signal reached, so that a
 	// rescan signals each newcomer once and nobody twice.
 	signalled map[procID]struct{}
@@ -171,7 +183,7 @@ func Run(cfg Config) (Result, error) {
 	}
 	e := &engine{
 		cfg: cfg, sig: sig, self: os.Getpid(), phase: phaseStarting, acct: newAccounting(-1),
-		kids: map[int]uint64{}, signalled: map[procID]struct{}{},
+		blindSent: map[int]bool{}, signalled: map[procID]struct{}{},
 	}
 	if e.self != 1 {
 		// As PID 1 the kernel already hands us every orphan of the
@@ -186,20 +198,20 @@ func Run(cfg Config) (Result, error) {
 	// can be undone.
 	_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &e.nofile)
 	proc.Prepare()
+	if f, err := proc.OpenChildrenFile(e.self, e.self); err == nil {
+		e.orphans = f
+		defer f.Close()
+	}
 	e.timer = time.NewTimer(time.Hour)
 	e.timer.Stop()
 	e.writeState()
 
 	// Every signal must be registered before the runner exists: one it
 	// sends to its parent first thing must not find the Go default.
-	sig.Wait()
-	if cfg.OwnsProcess {
-		// One P, set now while threads can still be made: the engine is
-		// one goroutine answering SIGCHLD, and with one P the runtime
-		// needs no new OS thread later (no spinning thread woken for an
-		// idle P), so a runner that fills its cgroup's pids.max cannot
-		// make the Go runtime fail to create one.
-		runtime.GOMAXPROCS(1)
+	// And the OS threads the Go runtime will need exist by then (see
+	// reserveThreads).
+	if !cfg.StartHolds {
+		sig.Wait()
 	}
 	// A signal that came before the runner exists: a cancel means it is
 	// never started; anything else is passed on once it exists.
@@ -224,7 +236,6 @@ func Run(cfg Config) (Result, error) {
 		fmt.Fprintf(cfg.Stderr, "corral: %v\n", err)
 	}
 	e.acct.runner = pid
-	e.kids[pid] = 0
 	e.cfg.Logf("runner started as pid %d", pid)
 	e.push(evStarted)
 	e.startDeadline()
@@ -374,9 +385,8 @@ func (e *engine) afterReap() {
 			e.nextScan = soon
 		}
 	case phaseKilling:
-		if !e.blind {
-			e.nextScan = time.Now()
-		}
+		// The exits just reaped handed their children to the engine.
+		e.nextScan = time.Now()
 	}
 }
 
@@ -485,14 +495,11 @@ func (e *engine) killRound(now time.Time) {
 // walk signals the tree. As PID 1 of its own namespace the engine's
 // SIGKILL is kill(-1): one syscall, under the kernel's task list lock, so
 // nothing forked in the namespace slips past it, and it needs no
-// descriptor, whatever limit the runner set; the walk beside it only
-// counts (for escalated) and keeps the kids current.
+// descriptor, whatever limit the runner set; the walk before it only
+// counts, for escalated.
 func (e *engine) walk(sig syscall.Signal, want func(proc.Stat) bool) (int, error) {
 	killAll := e.cfg.OwnsNamespace && sig == unix.SIGKILL
 	visit := func(st proc.Stat) bool {
-		if st.PPID == e.self {
-			e.kids[st.PID] = st.StartTime
-		}
 		return !killAll && (want == nil || want(st))
 	}
 	n, err := proc.SignalTree(e.self, sig, visit)
@@ -512,36 +519,39 @@ func (e *engine) walk(sig syscall.Signal, want func(proc.Stat) bool) (int, error
 
 // blindRound is the teardown's round when /proc could not be read
 // (err): the runner lowered corral's RLIMIT_NOFILE, and corral could not
-// raise it back. As PID 1 of its namespace, kill(-1) still reaches every
-// process; elsewhere the engine signals the direct children it knows,
-// which, unreaped, cannot have had their pids reused, and keeps trying.
-// It says so once: a teardown that cannot see its tree must not be a
-// silent hang.
+// raise it back. The engine signals its direct children, read from the
+// children file it holds open, and the runner; a process deeper in the
+// tree becomes a direct child when its parent dies, and is reached on a
+// later round. As PID 1 of its namespace, kill(-1) reaches everyone at
+// once: for SIGKILL every round (walk did it), for the teardown signal
+// once, and then the direct children that are new. It says so once: a
+// teardown that cannot see its tree must not be a silent hang.
 func (e *engine) blindRound(sig syscall.Signal, err error) {
 	if !e.warned {
 		e.warned = true
-		what := "signalling the processes it knows and retrying every " + blindPace.String()
-		if e.cfg.OwnsNamespace {
-			what = "signalling every process of its namespace instead"
-		}
-		fmt.Fprintf(e.cfg.Stderr, "corral: cannot see the runner's processes: %v (the runner lowered corral's RLIMIT_NOFILE, which corral cannot raise without CAP_SYS_RESOURCE); %s\n", err, what)
+		fmt.Fprintf(e.cfg.Stderr, "corral: cannot read /proc: %v (the runner lowered corral's RLIMIT_NOFILE, which corral cannot raise without CAP_SYS_RESOURCE); signalling the processes of the tree as they become its direct children\n", err)
 	}
-	if e.cfg.OwnsNamespace {
-		if sig != unix.SIGKILL && !e.blindTerm {
-			// Once: without /proc nothing says who already got it, nor
-			// who is stopped.
-			e.blindTerm = true
-			_ = unix.Kill(-1, sig)
-			_ = unix.Kill(-1, unix.SIGCONT)
+	kids := []int{}
+	if e.orphans != nil {
+		kids, _ = e.orphans.Read()
+	}
+	if !e.acct.runnerReaped {
+		kids = append(kids, e.acct.runner)
+	}
+	if e.cfg.OwnsNamespace && sig != unix.SIGKILL && !e.blindTerm {
+		e.blindTerm = true
+		_ = unix.Kill(-1, sig)
+		_ = unix.Kill(-1, unix.SIGCONT)
+		for _, pid := range kids {
+			e.blindSent[pid] = true
 		}
 		return
 	}
-	for pid, start := range e.kids {
-		id := procID{pid, start}
-		if _, done := e.signalled[id]; done && sig != unix.SIGKILL {
+	for _, pid := range kids {
+		if sig != unix.SIGKILL && e.blindSent[pid] {
 			continue
 		}
-		e.signalled[id] = struct{}{}
+		e.blindSent[pid] = true
 		_ = unix.Kill(pid, sig)
 		if sig != unix.SIGKILL {
 			_ = unix.Kill(pid, unix.SIGCONT)
@@ -589,7 +599,7 @@ func (e *engine) reap() {
 			return
 		}
 		code := ExitCode(ws)
-		delete(e.kids, pid)
+		delete(e.blindSent, pid) // the pid may now be reused
 		if pid == e.acct.runner && !e.acct.runnerReaped {
 			e.cfg.Logf("runner exited: status %d", code)
 			e.push(evRunnerExited)
@@ -609,9 +619,6 @@ func (e *engine) observe() {
 	if err != nil {
 		e.cfg.Logf("scan children: %v", err)
 		return
-	}
-	for _, st := range kids {
-		e.kids[st.PID] = st.StartTime
 	}
 	e.acct.observe(kids)
 }

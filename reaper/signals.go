@@ -3,6 +3,8 @@ package reaper
 import (
 	"os"
 	"os/signal"
+	"runtime"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -49,7 +51,7 @@ var laterSignals = func() []syscall.Signal {
 		unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGVTALRM, unix.SIGPWR,
 		unix.SIGIO, unix.SIGXCPU, unix.SIGXFSZ,
 	}
-	for s := 34; s <= 64; s++ { // real-time signals; 32 and 33 belong to the C library
+	for s := 35; s <= 64; s++ { // real-time signals; the Go runtime keeps 32-34 for the C libraries
 		sigs = append(sigs, syscall.Signal(s))
 	}
 	return sigs
@@ -83,17 +85,58 @@ func CatchSignals() *Signals {
 		pipe:     make(chan os.Signal, 1),
 		done:     make(chan struct{}),
 	}
-	for sig := 1; sig < len(s.ignored); sig++ {
-		s.ignored[sig] = dispositionIgnored(syscall.Signal(sig))
+	for _, sig := range keptIgnored {
+		s.ignored[sig] = dispositionIgnored(sig)
 	}
 	signal.Notify(s.children, unix.SIGCHLD)
 	signal.Notify(s.pipe, unix.SIGPIPE)
 	signal.Notify(s.incoming, s.wanted(urgentSignals)...)
+	var wg sync.WaitGroup
+	wg.Go(func() { signal.Notify(s.incoming, s.wanted(laterSignals)...) })
+	wg.Go(func() { reserveThreads(spareThreads) })
 	go func() {
-		signal.Notify(s.incoming, s.wanted(laterSignals)...)
+		wg.Wait()
 		close(s.done)
 	}()
 	return s
+}
+
+// spareThreads is how many OS threads a corral process makes for the Go
+// runtime beyond those it needed so far. A corral process has two
+// goroutines that can sit in a system call (the engine's or the relay's
+// own, and the os/signal watcher's), and two Ps, so four threads without
+// a lock to a goroutine can be busy at once; three made here, with the
+// ones the start already made, cover that with room to spare (the fork
+// bomb test in test/containment_test.go crashed corral in 3 of 12 runs
+// without them). The runtime never frees an idle thread: made now, they
+// last the process's life.
+const spareThreads = 3
+
+// reserveThreads makes the Go runtime own n more OS threads than it
+// needed so far, now, while the runner cannot yet have filled a pids.max
+// it shares with corral: afterwards the runtime finds an idle thread
+// whenever it needs one (a P handed off from a long system call) instead
+// of failing to create one, which is fatal (issue 8: "fatal error:
+// newosproc"). n goroutines lock a thread each and hold it until all n
+// are locked, so n threads exist at once; then each unlocks and returns,
+// leaving its thread idle (only a goroutine that returns while locked
+// takes its thread down).
+func reserveThreads(n int) {
+	var locked, release sync.WaitGroup
+	locked.Add(n)
+	release.Add(1)
+	var done sync.WaitGroup
+	for range n {
+		done.Go(func() {
+			runtime.LockOSThread()
+			locked.Done()
+			release.Wait()
+			runtime.UnlockOSThread()
+		})
+	}
+	locked.Wait()
+	release.Done()
+	done.Wait()
 }
 
 // CatchPipe makes a write to a closed pipe return EPIPE in this process
@@ -148,6 +191,11 @@ func (s *Signals) Stop() {
 	signal.Stop(s.incoming)
 	signal.Stop(s.pipe)
 }
+
+// keptIgnored are the signals whose inherited SIG_IGN survives the Go
+// runtime's start: it installs its own handler for every other one
+// before main runs, and asking the kernel about those would only show it.
+var keptIgnored = []syscall.Signal{unix.SIGHUP, unix.SIGINT, unix.SIGCONT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU}
 
 // dispositionIgnored asks the kernel for sig's current disposition.
 // signal.Ignored knows only SIGHUP and SIGINT; rt_sigaction with no new

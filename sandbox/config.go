@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -356,7 +357,11 @@ func translate(s *specs.Spec, raw map[string]any) (*Config, error) {
 }
 
 // specVersion is a runtime-spec version: semver with an optional suffix.
-var specVersion = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+// Compiled on first use: a run without --config never needs it, and
+// compiling it would add to every launch.
+var specVersion = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+})
 
 // checkVersion accepts any 1.x.y, and an absent or empty ociVersion (which
 // asks for nothing); corral reads what specs-go 1.x describes.
@@ -364,7 +369,7 @@ func checkVersion(v string) error {
 	if v == "" {
 		return nil
 	}
-	m := specVersion.FindStringSubmatch(v)
+	m := specVersion().FindStringSubmatch(v)
 	if m == nil {
 		return &ConfigError{Path: "ociVersion", Reason: fmt.Sprintf("%q is not a version like %s", v, specs.Version)}
 	}

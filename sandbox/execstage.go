@@ -24,16 +24,25 @@ type execSpec struct {
 	Privileges Privileges
 }
 
-// startRunner starts the exec stage as a child of the calling process and
-// waits only until the stage has either exec'd the runner (EOF on the
-// report pipe) or reported why not. It never waits for the process: the
-// engine reaps it.
+// startRunner starts the runner: from the starter thread when there is
+// one, else (or when that path cannot start it) through the exec stage.
+// Either way the runner's first instruction comes after every signal is
+// registered (reaper.Config.StartHolds).
 func startRunner(o *Options) (int, error) {
-	if len(o.Privileges.Rlimits) == 0 {
-		if pid, ok := startRunnerDirect(o); ok {
+	if o.starter != nil {
+		if pid, ok := o.starter.start(); ok {
 			return pid, nil
 		}
 	}
+	o.signals().Wait()
+	return startExecStage(o)
+}
+
+// startExecStage starts the exec stage as a child of the calling process
+// and waits only until the stage has either exec'd the runner (EOF on the
+// report pipe) or reported why not. It never waits for the process: the
+// engine reaps it.
+func startExecStage(o *Options) (int, error) {
 	pid, report, err := spawnStage(execStageArg0,
 		execSpec{Path: o.Path, Args: o.Args, Privileges: o.Privileges},
 		syscall.ProcAttr{Dir: o.Dir, Env: o.Env})
@@ -51,37 +60,105 @@ func startRunner(o *Options) (int, error) {
 	return pid, nil
 }
 
-// startRunnerDirect forks the runner straight from the engine, from an OS
-// thread of its own that first drops what the runner must not have:
-// capabilities, the bounding set and no_new_privs belong to a thread, and
-// a forked child copies its thread's. No re-exec of corral, so no second
-// Go runtime start. The thread is then parked, locked, for the life of the
-// process: a locked goroutine that returned would take its thread down,
-// and the runtime would have to make another later, which a runner that
-// filled its cgroup's pids.max would refuse it. Rlimits belong to the
-// whole process, so a run that sets them takes the exec stage. ok is
-// false when this path cannot start the runner (privileges or exec
-// failed): the exec stage then starts it, or reports why not with the
-// usual status (125, 126, 127).
-func startRunnerDirect(o *Options) (pid int, ok bool) {
-	type result struct {
-		pid int
-		ok  bool
+// starter is the OS thread the runner is forked from, straight from the
+// engine: no re-exec of corral, so no second Go runtime start. It drops
+// what the runner must not have as soon as it exists, while the engine
+// sets up (capabilities, the bounding set and no_new_privs belong to a
+// thread, and a forked child copies its thread's), then waits to fork.
+// It is then parked, locked, for the life of the process: a locked
+// goroutine that returned would take its thread down, and the runtime
+// would have to make another later, which a runner that filled its
+// cgroup's pids.max would refuse it. Rlimits belong to the whole process,
+// so a run that sets them takes the exec stage instead.
+type starter struct {
+	fork chan struct{}
+	done chan starterResult
+}
+
+type starterResult struct {
+	pid int
+	ok  bool // false: privileges or exec failed; the exec stage starts the runner, or reports why not (125, 126, 127)
+}
+
+// prepareStart makes the starter thread, when this run can use one.
+func (o *Options) prepareStart() {
+	if o.starter != nil || len(o.Privileges.Rlimits) > 0 || !o.mayForkFromEngine() { // policy.go
+		return
 	}
-	done := make(chan result, 1)
+	s := &starter{fork: make(chan struct{}), done: make(chan starterResult, 1)}
+	privileges, sigs := o.Privileges, o.signals()
+	path, args, dir, env := o.Path, o.Args, o.Dir, o.Env
 	go func() {
 		runtime.LockOSThread() // never unlocked, and this goroutine never returns
-		// Privileges and Landlock (policy.go).
-		if err := confineRunner(o.Privileges); err != nil {
-			done <- result{}
+		err := applyPrivileges(privileges)
+		<-s.fork
+		if err == nil {
+			pid, ok := forkHeld(path, args, dir, env, !privileges.AllowNewPrivs, sigs.Wait)
+			s.done <- starterResult{pid, ok}
 		} else {
-			pid, err := syscall.ForkExec(o.Path, o.Args, &syscall.ProcAttr{Dir: o.Dir, Env: o.Env, Files: []uintptr{0, 1, 2}})
-			done <- result{pid, err == nil}
+			s.done <- starterResult{}
 		}
 		select {}
 	}()
-	r := <-done
+	o.starter = s
+}
+
+// start forks the runner from the starter thread.
+func (s *starter) start() (int, bool) {
+	close(s.fork)
+	r := <-s.done
 	return r.pid, r.ok
+}
+
+// forkHeld forks and execs the runner and lets it run its first
+// instruction only once ready returns. The exec (the kernel loading the
+// runner) is the slow part of a start; done under ptrace (PTRACE_TRACEME,
+// so the runner stops at the SIGTRAP of its execve, before any of its
+// code), it overlaps with what ready waits for, and the runner goes on
+// from PTRACE_DETACH without ever seeing the SIGTRAP. Only with
+// no_new_privs, under which a traced exec grants exactly what an untraced
+// one does (a setuid bit is ignored either way); and where ptrace is
+// refused (a seccomp profile, Yama's ptrace_scope 2 or 3), the runner is
+// forked once ready returned. It runs on the thread that will stay the
+// tracer: the calling goroutine must be locked to it.
+func forkHeld(path string, args []string, dir string, env []string, nnp bool, ready func()) (int, bool) {
+	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: []uintptr{0, 1, 2}, Sys: &syscall.SysProcAttr{Ptrace: nnp}}
+	if nnp {
+		pid, err := syscall.ForkExec(path, args, attr)
+		if err == nil {
+			releaseHeld(pid, ready)
+			return pid, true
+		}
+		if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.ENOSYS) {
+			return 0, false // an exec failure: the exec stage reports it
+		}
+		attr.Sys = nil
+	}
+	ready()
+	pid, err := syscall.ForkExec(path, args, attr)
+	return pid, err == nil
+}
+
+// releaseHeld waits for the held runner's stop at its execve, then for
+// ready, and detaches from it. A runner killed before it stopped is left
+// as it is, unreaped, for the engine (WNOWAIT).
+func releaseHeld(pid int, ready func()) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WSTOPPED|unix.WNOWAIT|unix.WALL, nil)
+		if err != unix.EINTR {
+			if err != nil {
+				return
+			}
+			break
+		}
+	}
+	ready()
+	const cldTrapped = 4 // si_code of a ptrace stop (<asm-generic/siginfo.h>)
+	if info.Code == cldTrapped {
+		// data 0: the SIGTRAP is not delivered.
+		_ = unix.PtraceDetach(pid)
+	}
 }
 
 // IsExecStage reports whether this process is an exec stage.

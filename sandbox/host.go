@@ -76,10 +76,6 @@ func runPidns(o *Options) (int, error) {
 	// The init registered every signal before it said ready; what came
 	// here meanwhile waited in the channel and is passed on now.
 	sigs.Wait()
-	// One P from here on: the relay needs no further OS thread, so a
-	// runner filling the pids.max of a cgroup it shares with corral
-	// cannot make the Go runtime fail to create one.
-	runtime.GOMAXPROCS(1)
 	return relay(pid, sigs), nil
 }
 

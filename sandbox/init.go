@@ -32,6 +32,9 @@ func RunInit() {
 	}
 	o.Stderr = os.Stderr
 	o.Signals = sigs
+	// The starter thread drops the runner's privileges while the
+	// namespaces are set up and the signals registered.
+	o.prepareStart()
 	if err := setupNamespaces(&o); err != nil {
 		fmt.Fprintf(ready, "%s\t%s\t%s\n", err.Step, describeErr(err.Err), err.Hint)
 		os.Exit(125)

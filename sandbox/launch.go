@@ -54,6 +54,7 @@ func (o *Options) logf(format string, a ...any) {
 
 // runEngine runs the reaper engine in this process.
 func runEngine(o *Options, ownsNamespace bool) (int, error) {
+	o.prepareStart()
 	var state *statefile.Writer
 	if o.StatePath != "" {
 		state = statefile.Open(o.StatePath, o.Stderr)
@@ -70,6 +71,7 @@ func runEngine(o *Options, ownsNamespace bool) (int, error) {
 		Timeout:       o.Timeout,
 		State:         state,
 		Signals:       o.signals(),
+		StartHolds:    true,
 		OwnsNamespace: ownsNamespace,
 		OwnsProcess:   true,
 		Stderr:        o.Stderr,

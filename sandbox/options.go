@@ -51,6 +51,8 @@ type Options struct {
 	// made at its start; nil: made when needed.
 	Signals *reaper.Signals `json:"-"`
 
+	starter *starter // the thread the runner is forked from (prepareStart)
+
 	// The sandbox policy beyond Privileges.Landlock (policy.go).
 	Timeout       time.Duration // the engine cancels the run this long after the runner started; 0: never
 	DieWithParent bool          // the host side cancels the run when corral's parent exits

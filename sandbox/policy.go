@@ -9,10 +9,11 @@ package sandbox
 //	host side (Launch)  Landlock preview: refuse before anything starts when
 //	                    the kernel cannot have the policy; -v and the one
 //	                    warning line. The parent watch (parent.go).
-//	runner's thread     confineRunner: the privilege drop and Restrict, just
-//	                    before the fork (startRunnerDirect) or the execve
-//	                    (RunExecStage); in pidns mode that thread is in the
-//	                    init, after the fresh /proc is mounted.
+//	runner's thread     confineRunner: the privilege drop and Restrict in
+//	                    the exec stage, just before its execve; never on a
+//	                    thread of corral's own process (mayForkFromEngine).
+//	                    In pidns mode the stage is the init's child, after
+//	                    the fresh /proc is mounted.
 //	engine              Config.Timeout (reaper/timeout.go).
 //
 // The policy fails closed at both ends: the preview refuses a kernel
@@ -49,14 +50,28 @@ func (o *Options) startPolicy() error {
 	return nil
 }
 
-// confineRunner applies p to the calling thread, which then forks or
-// execs the runner: the privilege drop (applyPrivileges) and the Landlock
-// policy. The kernel takes a Landlock policy only from a thread with
-// no_new_privs or CAP_SYS_ADMIN (in its user namespace), so it goes on
+// mayForkFromEngine reports whether the runner may be forked from a
+// thread of corral's own process (the starter). Not with a Landlock
+// policy: the thread that forks must carry the runner's domain, and a
+// thread of corral in the runner's domain is one the runner may signal
+// with tgkill (a SIGKILL to one thread kills the whole of corral, defeating
+// --isolate-ipc) and ptrace-attach where its uid and Yama allow (Landlock
+// lets a domain trace its own members), from which corral's memory, and
+// every unrestricted thread, would be the runner's. The exec stage is a
+// process of its own that becomes the runner, so the domain never touches
+// corral; it costs one Go runtime start.
+func (o *Options) mayForkFromEngine() bool { return !o.Privileges.Landlock.Active() }
+
+// confineRunner applies p to the calling thread of the exec stage, which
+// then execs the runner: the privilege drop (applyPrivileges) and the
+// Landlock policy. The kernel takes a Landlock policy only from a thread
+// with no_new_privs or CAP_SYS_ADMIN (in its user namespace), so it goes on
 // after the drop, which sets no_new_privs, unless --allow-new-privs asks
 // for none: then it goes on first, while the thread may still hold
-// CAP_SYS_ADMIN (root, or the pidns init in its own user namespace). A
-// thread with neither cannot have it, and the runner is not started.
+// CAP_SYS_ADMIN (root, or, in pidns mode, the init's in its own user
+// namespace, which the stage inherits). A thread with neither cannot have
+// it, and the runner is not started. The stage runs after the init's
+// mounts, so the rules bind the fresh /proc of a new PID namespace.
 func confineRunner(p Privileges) error {
 	pol := p.Landlock
 	if !pol.Active() {

@@ -9,7 +9,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/corral-sh/corral/reaper"
+	"github.com/corral-sh/corral/cmd/corral/internal/early"
 	"github.com/corral-sh/corral/sandbox"
 )
 
@@ -36,21 +36,11 @@ func main() {
 		// --die-with-parent: before anything else (policy.go).
 		parentAtStart = sandbox.WatchParent()
 	}
-	if args := os.Args[1:]; len(args) == 0 || !subcommands[args[0]] {
-		// A run: every signal corral handles is registered before anything
-		// else, so that none finds the Go runtime's default (a goroutine
-		// dump for SIGQUIT, death for SIGTERM or a closed pipe's SIGPIPE).
-		caught = reaper.CatchSignals()
-	}
 	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }
 
-// caught is the process's signal registration, made first thing in main
-// for a run; nil in tests, where run registers nothing itself.
-var caught *reaper.Signals
-
-// subcommands are the commands that do not run a runner. They keep the
-// signal dispositions of a plain command-line tool.
+// subcommands are the commands that do not run a runner (see also package
+// early, which must agree).
 var subcommands = map[string]bool{"version": true, "probe": true, "spec": true}
 
 func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
@@ -75,7 +65,7 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		return exitUsage
 	}
 	opts.Stderr = stderr
-	opts.Signals = caught
+	opts.Signals = early.Signals
 	opts.Parent = takeParent(opts.DieWithParent)
 	status, err := sandbox.Launch(opts)
 	if err != nil {

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"strconv"
@@ -239,3 +240,52 @@ func ChildrenOf(pid int) ([]Stat, error) {
 	}
 	return out, nil
 }
+
+// ChildrenFile is one thread's children file, held open so that it can be
+// read again when no new descriptor can be opened (a runner with the
+// engine's uid can lower its RLIMIT_NOFILE to 3:3 with prlimit). The
+// kernel regenerates a /proc seq file on each read from offset 0.
+type ChildrenFile struct {
+	fd  int
+	buf []byte
+}
+
+// OpenChildrenFile opens /proc/PID/task/TID/children.
+func OpenChildrenFile(pid, tid int) (*ChildrenFile, error) {
+	fd, err := unix.Open(childrenPath(pid, tid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: childrenPath(pid, tid), Err: err}
+	}
+	return &ChildrenFile{fd: fd, buf: make([]byte, 4096)}, nil
+}
+
+// Read returns the pids the file lists now, with no new descriptor.
+func (c *ChildrenFile) Read() ([]int, error) {
+	n := 0
+	for {
+		if n == len(c.buf) {
+			c.buf = append(c.buf, make([]byte, len(c.buf))...)
+		}
+		m, err := unix.Pread(c.fd, c.buf[n:], int64(n))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	var kids []int
+	for _, f := range bytes.Fields(c.buf[:n]) {
+		if v, ok := atoi(f); ok {
+			kids = append(kids, v)
+		}
+	}
+	return kids, nil
+}
+
+// Close closes the file.
+func (c *ChildrenFile) Close() error { return unix.Close(c.fd) }
