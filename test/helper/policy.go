@@ -30,6 +30,7 @@ import (
 //	                                 create:P append:P truncate:P remove:P mkdir:P
 //	                                 rename:P:Q read:P write:P list:P exec:P
 //	                                 kill:PID:SIG killppid:SIG killchild:SIG
+//	                                 tgkillppid:SIG (each thread of the parent)
 //	                                 abstract:NAME (connect to @NAME)
 //	                                 abstract-self (bind @random, connect to it)
 //	                                 socketpair (a byte through a pair)
@@ -123,6 +124,8 @@ func try(op string) error {
 		return unix.Kill(os.Getppid(), s)
 	case "killchild":
 		return killChild(arg)
+	case "tgkillppid":
+		return tgkillParent(arg)
 	case "abstract":
 		conn, err := net.Dial("unix", "@"+arg)
 		if err == nil {
@@ -168,6 +171,33 @@ func writeFile(path string, flags int) error {
 	defer unix.Close(fd)
 	_, err = unix.Write(fd, []byte("x\n"))
 	return err
+}
+
+// tgkillParent sends the signal to each thread of the parent on its own
+// (tgkill): ok if any thread took it, else the first error.
+func tgkillParent(name string) error {
+	sig, err := parseSignal(name)
+	if err != nil {
+		return err
+	}
+	ppid := os.Getppid()
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", ppid))
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, e := range entries {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.Tgkill(ppid, tid, sig); err == nil {
+			return nil
+		} else if first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // killChild starts a sleeping helper, signals it, and checks that the
