@@ -578,3 +578,55 @@ func TestPolicyVerboseAndProbe(t *testing.T) {
 		e.assertGone()
 	})
 }
+
+// --die-with-parent costs the engine no OS thread: with the pids.max of
+// the cgroup corral shares with its runner used up by a fork bomb, the
+// parent's exit still ends the run, and the teardown wins.
+func TestPolicyDieWithParentUnderPidsLimit(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		e := newEnv(t, m)
+		const max = 64
+		dir := pidsCgroup(t, max)
+		state, ready := e.file("state.json"), e.file("ready")
+		bomb := `: > ` + ready + `; exec 2>/dev/null; f() { while :; do f & done; }; f & while :; do wait; done`
+		// The parent is a shell in the cgroup that waits for corral.
+		cmd := e.command(nil, e.markerEnv())
+		cmd.Path = "/bin/sh"
+		cmd.Args = append([]string{"sh", "-c", `read go <&3; "$@"; :`, "sh", corralBin},
+			e.args(opts(state, "0.3", "--die-with-parent"), []string{"/bin/sh", "-c", bomb})...)
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.ExtraFiles = []*os.File{r}
+		parent := e.startCmd(cmd)
+		r.Close()
+		if err := os.WriteFile(dir+"/cgroup.procs", []byte(fmt.Sprint(cmd.Process.Pid)), 0o644); err != nil {
+			t.Fatalf("moving the parent into %s: %v", dir, err)
+		}
+		if _, err := w.Write([]byte("go\n")); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		parent.waitFile(ready)
+		deadline := time.Now().Add(readyTimeout)
+		for {
+			data, _ := os.ReadFile(dir + "/pids.current")
+			if n := strings.TrimSpace(string(data)); n == fmt.Sprint(max) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the bomb never filled pids.max %d (pids.current %q): %s", max, data, parent.partial())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		parent.cmd.Process.Kill()
+		parent.wait(corralTimeout)
+		if left := waitMarkedGone(e.marker, corralTimeout); len(left) > 0 {
+			t.Fatalf("the tree survived the parent's exit under a full pids.max:\n%s", formatProcs(left))
+		}
+		waitState(t, state, "exited")
+		wantState(t, readState(t, state), map[string]any{"termination_signal": 15, "phase": "exited", "active_children": 0})
+		wantNoCrash(t, parent.result().stderr)
+	})
+}
