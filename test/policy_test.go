@@ -580,20 +580,22 @@ func TestPolicyVerboseAndProbe(t *testing.T) {
 }
 
 // --die-with-parent costs the engine no OS thread: with the pids.max of
-// the cgroup corral shares with its runner used up by a fork bomb, the
-// parent's exit still ends the run, and the teardown wins.
+// the cgroup corral shares with its runner used up, the parent's exit
+// still ends the run, and the teardown wins.
 func TestPolicyDieWithParentUnderPidsLimit(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		e := newEnv(t, m)
 		const max = 64
 		dir := pidsCgroup(t, max)
 		state, ready := e.file("state.json"), e.file("ready")
-		bomb := `: > ` + ready + `; exec 2>/dev/null; f() { while :; do f & done; }; f & while :; do wait; done`
+		// bash retries a fork that fails with EAGAIN and goes on, so the
+		// limit stays used up (a dash fork bomb can die out).
+		bomb := `: > ` + ready + `; exec 2>/dev/null; while :; do /bin/sleep 1000 & done`
 		// The parent is a shell in the cgroup that waits for corral.
 		cmd := e.command(nil, e.markerEnv())
 		cmd.Path = "/bin/sh"
 		cmd.Args = append([]string{"sh", "-c", `read go <&3; "$@"; :`, "sh", corralBin},
-			e.args(opts(state, "0.3", "--die-with-parent"), []string{"/bin/sh", "-c", bomb})...)
+			e.args(opts(state, "0.3", "--die-with-parent"), []string{"/bin/bash", "-c", bomb})...)
 		r, w, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
