@@ -39,10 +39,20 @@ func RunInit() {
 		fmt.Fprintf(ready, "%s\t%s\t%s\n", err.Step, describeErr(err.Err), err.Hint)
 		os.Exit(125)
 	}
-	sigs.Wait()
-	fmt.Fprintln(ready, initReady)
-	ready.Close()
+	// "ready" once every signal is registered: the host passes signals on
+	// from then. The engine sets up and execs the runner meanwhile (held
+	// until the same moment, see forkHeld), and this init never exits
+	// before it said ready: the host takes an init that ends without
+	// saying it for a namespace that could not be made.
+	said := make(chan struct{})
+	go func() {
+		sigs.Wait()
+		fmt.Fprintln(ready, initReady)
+		ready.Close()
+		close(said)
+	}()
 	status, err := runEngine(&o, true)
+	<-said
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "corral: %v\n", err)
 	}
