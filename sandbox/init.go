@@ -21,9 +21,10 @@ func IsInit() bool { return isStage(initArg0) }
 func RunInit() {
 	// First: the host passes signals on as soon as this init says ready,
 	// and a process inside the namespace may send any once the runner
-	// runs; registration goes on in the background while the namespaces
-	// are set up, and is complete before the init says ready.
-	sigs := reaper.CatchSignals()
+	// runs. Nothing signals the init before (the SPEC's one window in
+	// pidns mode), so all of the registration goes on in the background,
+	// while the namespaces are set up, and is complete before it says so.
+	sigs := reaper.CatchSignalsInBackground()
 	var o Options
 	ready, err := readStageSpec(&o)
 	if err != nil {
