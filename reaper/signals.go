@@ -86,13 +86,14 @@ func CatchSignals() *Signals {
 	return s
 }
 
-// CatchSignalsInBackground is CatchSignals with all of the registration
-// in the background, for a process nothing signals before it says it is
-// ready (the pidns init: the host holds what it passes on until then).
+// CatchSignalsInBackground is CatchSignals with the registration in the
+// background but for SIGPIPE (its own writes to a closed stderr must not
+// kill it), for a process nothing signals before it says it is ready (the
+// pidns init: the host holds what it passes on until then).
 func CatchSignalsInBackground() *Signals {
 	s := newSignals()
+	signal.Notify(s.pipe, unix.SIGPIPE)
 	go func() {
-		signal.Notify(s.pipe, unix.SIGPIPE)
 		signal.Notify(s.incoming, s.wanted(urgentSignals)...)
 		s.background()
 	}()
