@@ -65,6 +65,8 @@ type Signals struct {
 	pipe     chan os.Signal // SIGPIPE: caught so a closed stderr cannot kill corral; never read
 	ignored  [65]bool       // ignored when the process started: neither acted on nor forwarded
 	done     chan struct{}  // closed once every signal is registered
+
+	pipeCaught chan struct{} // CatchSignalsInBackground: closed once SIGPIPE is caught
 }
 
 // CatchSignals registers every signal corral handles, in this process:
@@ -86,18 +88,28 @@ func CatchSignals() *Signals {
 	return s
 }
 
-// CatchSignalsInBackground is CatchSignals with the registration in the
-// background but for SIGPIPE (its own writes to a closed stderr must not
-// kill it), for a process nothing signals before it says it is ready (the
-// pidns init: the host holds what it passes on until then).
+// CatchSignalsInBackground is CatchSignals with all of the registration
+// in the background, for a process nothing signals before it says it is
+// ready (the pidns init: the host holds what it passes on until then).
+// SIGPIPE comes first: WaitPipe returns once it is caught, and the process
+// must not write to its stdout or stderr before.
 func CatchSignalsInBackground() *Signals {
 	s := newSignals()
-	signal.Notify(s.pipe, unix.SIGPIPE)
+	s.pipeCaught = make(chan struct{})
 	go func() {
+		signal.Notify(s.pipe, unix.SIGPIPE)
+		close(s.pipeCaught)
 		signal.Notify(s.incoming, s.wanted(urgentSignals)...)
 		s.background()
 	}()
 	return s
+}
+
+// WaitPipe returns once SIGPIPE is caught.
+func (s *Signals) WaitPipe() {
+	if s.pipeCaught != nil {
+		<-s.pipeCaught
+	}
 }
 
 // background registers the rest (SIGCHLD among them: whoever waits reaps

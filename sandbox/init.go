@@ -52,6 +52,7 @@ func RunInit() {
 		ready.Close()
 		close(said)
 	}()
+	sigs.WaitPipe() // before the engine's first write to stderr
 	status, err := runEngine(&o, true)
 	<-said
 	if err != nil {
