@@ -166,3 +166,26 @@ func TestEngineSignalsProcessesForkedDuringGrace(t *testing.T) {
 		t.Fatalf("took %v: the helpers the trap started never got SIGTERM", took)
 	}
 }
+
+// KillAll, when set, is the SIGKILL round's first step; the walk after it
+// finds what it did not reach.
+func TestEngineKillAllHook(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "helper.pid")
+	script := `setsid sh -c 'trap "" TERM; echo $$ > ` + pidFile + `; while :; do sleep 1; done' & while [ ! -s ` + pidFile + ` ]; do sleep 0.01; done`
+	calls := 0
+	res, doc := runEngine(t, Config{Start: shell(script), Grace: 50 * time.Millisecond, KillAll: func() error {
+		calls++
+		data, err := os.ReadFile(pidFile)
+		if err != nil {
+			return err
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+		return unix.Kill(pid, unix.SIGKILL) // the helper is our child now: its pid is exact
+	}})
+	if calls == 0 {
+		t.Fatal("KillAll was never called")
+	}
+	if res.ExitCode != 0 || !res.Escalated || !doc.Escalated || doc.ActiveChildren != 0 {
+		t.Fatalf("res %+v doc %+v", res, doc)
+	}
+}

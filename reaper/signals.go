@@ -30,11 +30,11 @@ var cancelling = map[syscall.Signal]bool{unix.SIGTERM: true, unix.SIGINT: true, 
 // (Go's profiler), 32 and 33 (the C library's threads), and SIGKILL and
 // SIGSTOP, which cannot be caught.
 
-// urgentSignals are registered first, before anything else at start:
-// the Go runtime's default for each is death or a goroutine dump (or,
-// for SIGCHLD, a missed exit). SIGCHLD and SIGPIPE go to their own
-// channels; the faults past SIGABRT cost no round trip to the runtime's
-// signal thread (they are not "notify" signals in its table).
+// urgentSignals are registered first, before anything else at start,
+// with SIGPIPE (on a channel of its own): the Go runtime's default for
+// each is death or a goroutine dump. The faults past SIGABRT cost no
+// round trip to the runtime's signal thread (they are not "notify"
+// signals in its table).
 var urgentSignals = []syscall.Signal{
 	unix.SIGQUIT, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGABRT,
 	unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGSYS, unix.SIGSTKFLT,
@@ -65,6 +65,8 @@ type Signals struct {
 	pipe     chan os.Signal // SIGPIPE: caught so a closed stderr cannot kill corral; never read
 	ignored  [65]bool       // ignored when the process started: neither acted on nor forwarded
 	done     chan struct{}  // closed once every signal is registered
+
+	pipeCaught chan struct{} // CatchSignalsInBackground: closed once SIGPIPE is caught
 }
 
 // CatchSignals registers every signal corral handles, in this process:
@@ -79,26 +81,51 @@ type Signals struct {
 // (it installs its own handler for the others before any of corral's
 // code runs, golang/go#22497), so those are the ones corral can keep.
 func CatchSignals() *Signals {
-	s := &Signals{
-		children: make(chan os.Signal, 1),
-		incoming: make(chan os.Signal, 128),
-		pipe:     make(chan os.Signal, 1),
-		done:     make(chan struct{}),
-	}
-	for _, sig := range keptIgnored {
-		s.ignored[sig] = dispositionIgnored(sig)
-	}
-	signal.Notify(s.children, unix.SIGCHLD)
+	s := newSignals()
 	signal.Notify(s.pipe, unix.SIGPIPE)
 	signal.Notify(s.incoming, s.wanted(urgentSignals)...)
+	s.background()
+	return s
+}
+
+// CatchSignalsInBackground is CatchSignals with all of the registration
+// in the background, for a process nothing signals before it says it is
+// ready (the pidns init: the host holds what it passes on until then).
+// SIGPIPE comes first: WaitPipe returns once it is caught, and the process
+// must not write to its stdout or stderr before.
+func CatchSignalsInBackground() *Signals {
+	s := newSignals()
+	s.pipeCaught = make(chan struct{})
+	go func() {
+		signal.Notify(s.pipe, unix.SIGPIPE)
+		close(s.pipeCaught)
+		signal.Notify(s.incoming, s.wanted(urgentSignals)...)
+		s.background()
+	}()
+	return s
+}
+
+// WaitPipe returns once SIGPIPE is caught.
+func (s *Signals) WaitPipe() {
+	if s.pipeCaught != nil {
+		<-s.pipeCaught
+	}
+}
+
+// background registers the rest (SIGCHLD among them: whoever waits reaps
+// once after Wait, so an exit before it is not missed) and reserves the
+// threads, then marks the registration done.
+func (s *Signals) background() {
 	var wg sync.WaitGroup
-	wg.Go(func() { signal.Notify(s.incoming, s.wanted(laterSignals)...) })
+	wg.Go(func() {
+		signal.Notify(s.children, unix.SIGCHLD)
+		signal.Notify(s.incoming, s.wanted(laterSignals)...)
+	})
 	wg.Go(func() { reserveThreads(spareThreads) })
 	go func() {
 		wg.Wait()
 		close(s.done)
 	}()
-	return s
 }
 
 // spareThreads is how many OS threads a corral process makes for the Go
@@ -137,6 +164,19 @@ func reserveThreads(n int) {
 	locked.Wait()
 	release.Done()
 	done.Wait()
+}
+
+func newSignals() *Signals {
+	s := &Signals{
+		children: make(chan os.Signal, 1),
+		incoming: make(chan os.Signal, 128),
+		pipe:     make(chan os.Signal, 1),
+		done:     make(chan struct{}),
+	}
+	for _, sig := range keptIgnored {
+		s.ignored[sig] = dispositionIgnored(sig)
+	}
+	return s
 }
 
 // CatchPipe makes a write to a closed pipe return EPIPE in this process

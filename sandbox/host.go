@@ -151,12 +151,16 @@ func mapCallerIDs(sys *syscall.SysProcAttr, ambient []int) {
 	}
 }
 
+// holdsCap reports whether the calling thread has c effective. One
+// capget: this is on every pidns launch's path, and loading the whole
+// state through the capability package reads /proc.
 func holdsCap(c capability.Cap) bool {
-	caps, err := capability.NewPid2(0)
-	if err != nil || caps.Load() != nil {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
 		return false
 	}
-	return caps.Get(capability.EFFECTIVE, c)
+	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
 }
 
 func cloneFlagNames(flags uintptr) string {

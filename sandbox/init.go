@@ -21,9 +21,10 @@ func IsInit() bool { return isStage(initArg0) }
 func RunInit() {
 	// First: the host passes signals on as soon as this init says ready,
 	// and a process inside the namespace may send any once the runner
-	// runs; registration goes on in the background while the namespaces
-	// are set up, and is complete before the init says ready.
-	sigs := reaper.CatchSignals()
+	// runs. Nothing signals the init before (the SPEC's one window in
+	// pidns mode), so all of the registration goes on in the background,
+	// while the namespaces are set up, and is complete before it says so.
+	sigs := reaper.CatchSignalsInBackground()
 	var o Options
 	ready, err := readStageSpec(&o)
 	if err != nil {
@@ -39,10 +40,21 @@ func RunInit() {
 		fmt.Fprintf(ready, "%s\t%s\t%s\n", err.Step, describeErr(err.Err), err.Hint)
 		os.Exit(125)
 	}
-	sigs.Wait()
-	fmt.Fprintln(ready, initReady)
-	ready.Close()
+	// "ready" once every signal is registered: the host passes signals on
+	// from then. The engine sets up and execs the runner meanwhile (held
+	// until the same moment, see forkHeld), and this init never exits
+	// before it said ready: the host takes an init that ends without
+	// saying it for a namespace that could not be made.
+	said := make(chan struct{})
+	go func() {
+		sigs.Wait()
+		fmt.Fprintln(ready, initReady)
+		ready.Close()
+		close(said)
+	}()
+	sigs.WaitPipe() // before the engine's first write to stderr
 	status, err := runEngine(&o, true)
+	<-said
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "corral: %v\n", err)
 	}

@@ -56,9 +56,10 @@ enforce what is asked is an error, 125, never a run without it):
 An environment value that does not parse means the default; one out of range
 is clamped. corral removes these variables from RUNNER's environment.
 
-Signals: SIGTERM, SIGINT, SIGHUP and SIGQUIT cancel the run (forwarded to the
-whole tree; a second one skips the rest of the grace); other signals go to
-RUNNER alone.
+Signals: SIGTERM, SIGINT and SIGQUIT cancel the run (forwarded to the whole
+tree; a second one skips the rest of the grace); other signals, SIGHUP
+included, go to RUNNER alone. A signal ignored when corral starts stays
+ignored.
 
 Exit status: RUNNER's own; 128+N if it was killed by signal N; 127 if RUNNER
 was not found and 126 if it could not be executed ("runner exec failed");
