@@ -195,6 +195,32 @@ func TestPolicyWithAllowNewPrivs(t *testing.T) {
 	})
 }
 
+// Where the runner's thread has neither no_new_privs nor CAP_SYS_ADMIN
+// (an unprivileged caller in subreaper mode with --allow-new-privs; its
+// bounding set emptied beforehand, or the privilege drop would refuse
+// first), the kernel takes no Landlock policy: a 125 naming Landlock and
+// the cause, and the runner does not run.
+func TestPolicyAllowNewPrivsWithoutCapSysAdminIsRefused(t *testing.T) {
+	t.Parallel()
+	requireSetpriv(t)
+	requireLandlock(t, 1)
+	e := newEnv(t, modes[0])
+	w := e.mkdirs("w")[0]
+	ran := e.file("ran")
+	cmd := e.command(append([]string{"--reuid", "65534", "--regid", "65534", "--clear-groups", "--bounding-set", "-all", "--", corralBin},
+		e.args([]string{"--allow-new-privs", "--writable", w}, []string{"/usr/bin/touch", ran})...))
+	cmd.Path, cmd.Args[0] = "/usr/bin/setpriv", "setpriv"
+	res := e.startCmd(cmd).wait(corralTimeout)
+	wantCode(t, res, 125)
+	for _, want := range []string{"Landlock", "--allow-new-privs", "no_new_privs"} {
+		if !strings.Contains(res.stderr, want) {
+			t.Errorf("stderr lacks %q: %q", want, res.stderr)
+		}
+	}
+	assertNotExist(t, ran)
+	e.assertGone()
+}
+
 // --read-only: nothing is writable but the devices, and the runner's own
 // status comes back.
 func TestPolicyReadOnly(t *testing.T) {
