@@ -525,6 +525,29 @@ func TestPolicyDieWithParent(t *testing.T) {
 			waitState(t, state, "exited")
 			wantState(t, readState(t, state), map[string]any{"termination_signal": 15, "phase": "exited"})
 		})
+		t.Run("parent-thread-exits", func(t *testing.T) {
+			e := newEnv(t, m)
+			state, ready, parentReady := e.file("state.json"), e.file("ready"), e.file("parent-ready")
+			runner := e.helper("spawn", "-setsid", "-ready", ready, "-then", "sleep", "--", "sleep", "-ignore-term")
+			// The thread that started corral exits, the process does not:
+			// no cancel (PR_SET_PDEATHSIG would fire here).
+			cmd := e.command(nil)
+			cmd.Path = helperBin
+			cmd.Args = append(e.helper("thread-parent", "-ready", parentReady, "--", corralBin), e.args(opts(state, "0.5", "--die-with-parent"), runner)...)
+			parent := e.startCmd(cmd)
+			parent.waitFile(ready)
+			parent.waitFile(parentReady)
+			time.Sleep(200 * time.Millisecond) // a false alarm would act within this
+			if doc := readState(t, state); doc["phase"] != "running" || doc["termination_signal"] != nil {
+				t.Fatalf("the exit of the parent's thread cancelled the run: %v", doc)
+			}
+			// Then the parent process itself goes.
+			parent.cmd.Process.Kill()
+			parent.wait(corralTimeout)
+			e.assertGone()
+			waitState(t, state, "exited")
+			wantState(t, readState(t, state), map[string]any{"termination_signal": 15, "phase": "exited"})
+		})
 		for _, tc := range []struct {
 			name   string
 			parent []string // what starts corral and then exits

@@ -173,6 +173,7 @@ func init() {
 		"deny-landlock": cmdDenyLandlock,
 		"pidns-reaper":  cmdPidnsReaper,
 		"orphan-exec":   cmdOrphanExec,
+		"thread-parent": cmdThreadParent,
 	}
 }
 

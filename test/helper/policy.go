@@ -44,6 +44,8 @@ import (
 //	                               namespaces that reaps until nothing is left
 //	orphan-exec -- PATH [ARG]      fork; the parent exits at once, the child
 //	                               waits until it is orphaned, then execs PATH
+//	thread-parent -- PATH [ARG]    start PATH from a thread that then exits,
+//	                               become ready once it has, and wait for PATH
 
 func errnoName(err error) string {
 	if err == nil {
@@ -341,5 +343,62 @@ func cmdOrphanExec(fs *flag.FlagSet) func(*common) error {
 			time.Sleep(time.Millisecond)
 		}
 		return unix.Exec(c.args[0], c.args, os.Environ())
+	}
+}
+
+// cmdThreadParent starts a program from an OS thread that exits right
+// after, while the process lives on: what fires PR_SET_PDEATHSIG in the
+// child, and must not look like the parent's exit.
+func cmdThreadParent(fs *flag.FlagSet) func(*common) error {
+	return func(c *common) error {
+		if len(c.args) == 0 {
+			return errors.New("thread-parent: no program")
+		}
+		if err := c.setup(false); err != nil {
+			return err
+		}
+		type started struct {
+			p   *os.Process
+			tid int
+			err error
+		}
+		ch := make(chan started, 1)
+		var start func()
+		start = func() {
+			runtime.LockOSThread()
+			if unix.Gettid() == unix.Getpid() {
+				// The main thread never exits, even so: hold it while
+				// another goroutine, on another thread, starts over.
+				done := make(chan struct{})
+				go func() { start(); close(done) }()
+				<-done
+				runtime.UnlockOSThread()
+				return
+			}
+			// Never unlocked: the thread ends with this goroutine.
+			p, err := os.StartProcess(c.args[0], c.args, &os.ProcAttr{Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}})
+			ch <- started{p, unix.Gettid(), err}
+		}
+		go start()
+		st := <-ch
+		if st.err != nil {
+			return st.err
+		}
+		task := fmt.Sprintf("/proc/self/task/%d", st.tid)
+		deadline := time.Now().Add(readyTimeout)
+		for {
+			if _, err := os.Stat(task); err != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("thread-parent: thread %d never exited", st.tid)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err := c.becomeReady(); err != nil {
+			return err
+		}
+		_, err := st.p.Wait()
+		return err
 	}
 }
