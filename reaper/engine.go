@@ -134,9 +134,13 @@ type engine struct {
 	// blindSent are the direct children the teardown signal reached
 	// while /proc could not be read, until they are reaped.
 	blindSent map[int]bool
-	// signalled are the processes the teardown signal reached, so that a
-	// rescan signals each newcomer once and nobody twice.
-	signalled map[procID]struct{}
+	// signalled are the processes the teardown signal reached, with the
+	// name of the program each ran then, so that a rescan signals each
+	// newcomer once and nobody twice. Once per program: a shell's child
+	// that took the signal in the shell's handler between fork and exec
+	// (a TERM trap starting a helper) lost it, and the program it then
+	// exec'd never saw it.
+	signalled map[procID]string
 
 	graceEnd time.Time
 	nextScan time.Time // zero: no rescan pending
@@ -172,6 +176,9 @@ func Run(cfg Config) (Result, error) {
 			defer sig.Stop()
 		}
 	}
+	// Before the first write to stderr, and before a cancel could be
+	// missed.
+	sig.WaitUrgent()
 	if cfg.OwnsProcess {
 		// The engine's live heap is small (its accounting and one walk of
 		// the tree), but walks and ticks leave garbage, and at the default
@@ -183,7 +190,7 @@ func Run(cfg Config) (Result, error) {
 	}
 	e := &engine{
 		cfg: cfg, sig: sig, self: os.Getpid(), phase: phaseStarting, acct: newAccounting(-1),
-		blindSent: map[int]bool{}, signalled: map[procID]struct{}{},
+		blindSent: map[int]bool{}, signalled: map[procID]string{},
 	}
 	if e.self != 1 {
 		// As PID 1 the kernel already hands us every orphan of the
@@ -430,12 +437,12 @@ func (e *engine) termRound(now time.Time) {
 	if e.noChildren {
 		return
 	}
-	reached := make(map[procID]struct{}, len(e.signalled))
+	reached := make(map[procID]string, len(e.signalled))
 	sent := 0
 	_, err := e.walk(sig, func(st proc.Stat) bool {
 		id := procID{st.PID, st.StartTime}
-		reached[id] = struct{}{}
-		if _, done := e.signalled[id]; done {
+		reached[id] = st.Comm
+		if comm, done := e.signalled[id]; done && comm == st.Comm {
 			return false
 		}
 		sent++
@@ -444,8 +451,8 @@ func (e *engine) termRound(now time.Time) {
 	if err == nil {
 		e.signalled = reached // forget who has gone: memory follows the live tree
 	} else {
-		for id := range reached {
-			e.signalled[id] = struct{}{}
+		for id, comm := range reached {
+			e.signalled[id] = comm
 		}
 		e.blindRound(sig, err)
 	}

@@ -66,13 +66,24 @@ type Signals struct {
 	ignored  [65]bool       // ignored when the process started: neither acted on nor forwarded
 	done     chan struct{}  // closed once every signal is registered
 
-	pipeCaught chan struct{} // CatchSignalsInBackground: closed once SIGPIPE is caught
+	urgent chan struct{} // closed once SIGPIPE and the urgent signals are registered
 }
 
-// CatchSignals registers every signal corral handles, in this process:
-// first those whose Go default is fatal, before it returns; then the
-// rest in the background (Wait waits for them). Call it at the process's
-// start, before anything could send a signal, and once.
+// CatchSignals registers every signal corral handles, in this process, in
+// the background, in three steps: SIGPIPE, then the signals whose Go
+// default is fatal (a goroutine dump, or death), then the rest. Call it at
+// the process's start, once. WaitUrgent returns after the second step: a
+// process must not write to its stdout or stderr before it (a closed pipe
+// would kill it), nor decide whether it was cancelled. Wait returns after
+// the third: nothing may let the runner run before it.
+//
+// The registration is not on the launch's path: each signal costs a
+// round trip to the Go runtime's signal thread, and the first one makes
+// that thread, some 0.2 ms for the fatal ones alone, while the process
+// goes on parsing its options and starting its init or runner. A signal
+// that comes before its registration gets the Go default, as one does in
+// the runtime's own start: registering in the process's first instruction
+// and waiting for it would not close that window, only delay the launch.
 //
 // A signal the caller left ignored (nohup, a non-interactive shell's &)
 // stays ignored: registering it would un-ignore it, for corral and, as
@@ -82,35 +93,18 @@ type Signals struct {
 // code runs, golang/go#22497), so those are the ones corral can keep.
 func CatchSignals() *Signals {
 	s := newSignals()
-	signal.Notify(s.pipe, unix.SIGPIPE)
-	signal.Notify(s.incoming, s.wanted(urgentSignals)...)
-	s.background()
-	return s
-}
-
-// CatchSignalsInBackground is CatchSignals with all of the registration
-// in the background, for a process nothing signals before it says it is
-// ready (the pidns init: the host holds what it passes on until then).
-// SIGPIPE comes first: WaitPipe returns once it is caught, and the process
-// must not write to its stdout or stderr before.
-func CatchSignalsInBackground() *Signals {
-	s := newSignals()
-	s.pipeCaught = make(chan struct{})
 	go func() {
 		signal.Notify(s.pipe, unix.SIGPIPE)
-		close(s.pipeCaught)
 		signal.Notify(s.incoming, s.wanted(urgentSignals)...)
+		close(s.urgent)
 		s.background()
 	}()
 	return s
 }
 
-// WaitPipe returns once SIGPIPE is caught.
-func (s *Signals) WaitPipe() {
-	if s.pipeCaught != nil {
-		<-s.pipeCaught
-	}
-}
+// WaitUrgent returns once SIGPIPE and the signals whose Go default is
+// fatal are registered.
+func (s *Signals) WaitUrgent() { <-s.urgent }
 
 // background registers the rest (SIGCHLD among them: whoever waits reaps
 // once after Wait, so an exit before it is not missed) and reserves the
@@ -171,6 +165,7 @@ func newSignals() *Signals {
 		children: make(chan os.Signal, 1),
 		incoming: make(chan os.Signal, 128),
 		pipe:     make(chan os.Signal, 1),
+		urgent:   make(chan struct{}),
 		done:     make(chan struct{}),
 	}
 	for _, sig := range keptIgnored {

@@ -21,10 +21,9 @@ func IsInit() bool { return isStage(initArg0) }
 func RunInit() {
 	// First: the host passes signals on as soon as this init says ready,
 	// and a process inside the namespace may send any once the runner
-	// runs. Nothing signals the init before (the SPEC's one window in
-	// pidns mode), so all of the registration goes on in the background,
-	// while the namespaces are set up, and is complete before it says so.
-	sigs := reaper.CatchSignalsInBackground()
+	// runs. The registration goes on while the namespaces are set up, and
+	// is complete before the init says so.
+	sigs := reaper.CatchSignals()
 	var o Options
 	ready, err := readStageSpec(&o)
 	if err != nil {
@@ -52,7 +51,7 @@ func RunInit() {
 		ready.Close()
 		close(said)
 	}()
-	sigs.WaitPipe() // before the engine's first write to stderr
+	sigs.WaitUrgent() // before the engine's first write to stderr
 	status, err := runEngine(&o, true)
 	<-said
 	if err != nil {

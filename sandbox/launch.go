@@ -48,6 +48,7 @@ type unavailableError struct{ *SetupError }
 
 func (o *Options) logf(format string, a ...any) {
 	if o.Verbose {
+		o.signals().WaitUrgent() // a closed stderr must not kill corral
 		fmt.Fprintf(o.Stderr, "corral: "+format+"\n", a...)
 	}
 }

@@ -56,6 +56,10 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		}
 	}
 	opts, err := parseRun(args, lookup)
+	if err != nil && early.Signals != nil {
+		// Before anything is written: a closed pipe must not kill corral.
+		early.Signals.WaitUrgent()
+	}
 	switch {
 	case err == errHelp:
 		fmt.Fprint(stdout, helpText)
@@ -69,6 +73,9 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 	opts.Parent = takeParent(opts.DieWithParent)
 	status, err := sandbox.Launch(opts)
 	if err != nil {
+		if early.Signals != nil {
+			early.Signals.WaitUrgent()
+		}
 		fmt.Fprintf(stderr, "corral: %v\n", err)
 		if status == 0 {
 			status = exitSetup

@@ -1,10 +1,11 @@
-// Package early registers, for a run, every signal corral handles, in its
-// package initialisation: before main, and before every package that
-// sorts after it (the Go runtime initialises packages in import-path
-// order once their imports are done), so that no signal finds the Go
-// runtime's default (a goroutine dump for SIGQUIT, death for SIGTERM or a
-// closed pipe's SIGPIPE), and the part of the registration that goes on
-// in the background gets a head start on the launch.
+// Package early starts, for a run, the registration of every signal corral
+// handles (reaper.CatchSignals), in its package initialisation: before
+// main, and before every package that sorts after it (the Go runtime
+// initialises packages in import-path order once their imports are done),
+// so that as few signals as possible find the Go runtime's default (a
+// goroutine dump for SIGQUIT, death for SIGTERM or a closed pipe's
+// SIGPIPE), and the registration, which goes on in the background, gets a
+// head start on the launch.
 package early
 
 import (
