@@ -31,6 +31,11 @@ import (
 
 // startPolicy is the host side's part, before any mode starts anything.
 func (o *Options) startPolicy() error {
+	if o.Privileges.Landlock.Active() || o.Timeout > 0 || o.DieWithParent {
+		// It may write to stderr, and send SIGTERM: neither may meet the
+		// Go runtime's default.
+		o.signals().WaitUrgent()
+	}
 	if pol := o.Privileges.Landlock; pol.Active() {
 		rep, err := landlock.Preview(pol)
 		if err != nil {
