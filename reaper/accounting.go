@@ -11,10 +11,11 @@ type accounting struct {
 	runner int // pid of the runner, a direct child of the engine
 
 	// adopted maps each non-runner child seen by the last scan to its
-	// start time: (pid, start time) is its identity across pid reuse.
-	adopted map[int]uint64
+	// identity and to whether that scan counted it live.
+	adopted map[int]child
 
-	liveChildren   int // from the last scan: runner and adopted, zombies excluded
+	runnerLive     bool // the last scan counted the runner live
+	liveChildren   int  // from the last scan: runner and adopted, zombies excluded
 	liveAdopted    int
 	orphanedTotal  int
 	reapedTotal    int
@@ -23,49 +24,68 @@ type accounting struct {
 	runnerExitCode int
 }
 
+// child is one adopted process as the last scan saw it: (pid, start time)
+// is its identity across pid reuse; live is false for a zombie, which the
+// live counts already leave out.
+type child struct {
+	start uint64
+	live  bool
+}
+
 func newAccounting(runner int) *accounting {
-	return &accounting{runner: runner, adopted: map[int]uint64{}}
+	return &accounting{runner: runner, adopted: map[int]child{}}
 }
 
 // observe takes one scan of the engine's direct children.
 func (a *accounting) observe(children []proc.Stat) {
-	current := make(map[int]uint64, len(children))
+	current := make(map[int]child, len(children))
 	live, liveAdopted := 0, 0
+	a.runnerLive = false
 	for _, st := range children {
-		if !st.Zombie() {
+		alive := !st.Zombie()
+		if alive {
 			live++
 		}
 		if st.PID == a.runner {
+			a.runnerLive = alive
 			continue
 		}
-		if !st.Zombie() {
+		if alive {
 			liveAdopted++
 		}
-		if start, known := a.adopted[st.PID]; !known || start != st.StartTime {
+		if known, ok := a.adopted[st.PID]; !ok || known.start != st.StartTime {
 			a.orphanedTotal++
 		}
-		current[st.PID] = st.StartTime
+		current[st.PID] = child{start: st.StartTime, live: alive}
 	}
 	a.adopted = current
 	a.liveChildren, a.liveAdopted = live, liveAdopted
 }
 
-// reaped records one wait4 result.
+// reaped records one wait4 result. A process leaves the live counts only
+// if the last scan counted it there: a zombie that scan saw was already
+// left out, and decrementing again would undercount the living.
 func (a *accounting) reaped(pid, exitCode int) {
 	a.reapedTotal++
 	if pid == a.runner && !a.runnerReaped {
 		a.runnerReaped = true
 		a.runnerExitCode = exitCode
-		a.liveChildren = max(a.liveChildren-1, 0)
+		if a.runnerLive {
+			a.runnerLive = false
+			a.liveChildren--
+		}
 		return
 	}
 	a.reapedOrphans++
-	if _, known := a.adopted[pid]; known {
-		delete(a.adopted, pid)
-		a.liveAdopted = max(a.liveAdopted-1, 0)
-		a.liveChildren = max(a.liveChildren-1, 0)
-	} else {
+	known, ok := a.adopted[pid]
+	if !ok {
 		// Adopted and gone between two scans: still an orphan we owned.
 		a.orphanedTotal++
+		return
+	}
+	delete(a.adopted, pid)
+	if known.live {
+		a.liveAdopted--
+		a.liveChildren--
 	}
 }

@@ -21,7 +21,7 @@ func TestAccountingIdentityMemoryIsBounded(t *testing.T) {
 	if a.orphanedTotal != 1 {
 		t.Fatalf("orphanedTotal = %d after seeing one orphan twice, want 1", a.orphanedTotal)
 	}
-	if want := map[int]uint64{12: 2}; !maps.Equal(a.adopted, want) {
+	if want := map[int]child{12: {start: 2}}; !maps.Equal(a.adopted, want) {
 		t.Fatalf("adopted = %v, want %v", a.adopted, want)
 	}
 	a.observe([]proc.Stat{runner})
@@ -63,6 +63,42 @@ func TestAccountingCounts(t *testing.T) {
 	}
 	if a.liveChildren != 0 || a.liveAdopted != 0 {
 		t.Fatalf("live %d adopted %d after reaping all", a.liveChildren, a.liveAdopted)
+	}
+}
+
+// A zombie the scan saw is not live; reaping it must not take it out of
+// the live counts a second time (issue 8: live 1 / adopted 0 where the
+// truth was 2 / 1). The same for the runner seen as a zombie.
+func TestAccountingZombieSeenThenReaped(t *testing.T) {
+	a := newAccounting(11)
+	a.observe([]proc.Stat{
+		{PID: 11, StartTime: 1, State: 'S'},
+		{PID: 12, StartTime: 2, State: 'S'},
+		{PID: 13, StartTime: 3, State: 'Z'},
+	})
+	if a.liveChildren != 2 || a.liveAdopted != 1 {
+		t.Fatalf("after the scan: live %d adopted %d, want 2 1", a.liveChildren, a.liveAdopted)
+	}
+	a.reaped(13, 0)
+	if a.liveChildren != 2 || a.liveAdopted != 1 {
+		t.Fatalf("after reaping the zombie the scan saw: live %d adopted %d, want 2 1", a.liveChildren, a.liveAdopted)
+	}
+	if a.reapedOrphans != 1 || a.orphanedTotal != 2 {
+		t.Fatalf("reapedOrphans %d orphanedTotal %d, want 1 2", a.reapedOrphans, a.orphanedTotal)
+	}
+	a.reaped(12, 0)
+	if a.liveChildren != 1 || a.liveAdopted != 0 {
+		t.Fatalf("after reaping the live orphan: live %d adopted %d, want 1 0", a.liveChildren, a.liveAdopted)
+	}
+
+	// The runner exits, a scan sees it as a zombie, then it is reaped.
+	a.observe([]proc.Stat{{PID: 11, StartTime: 1, State: 'Z'}})
+	if a.liveChildren != 0 {
+		t.Fatalf("runner a zombie: live %d, want 0", a.liveChildren)
+	}
+	a.reaped(11, 3)
+	if a.liveChildren != 0 || a.liveAdopted != 0 || !a.runnerReaped || a.runnerExitCode != 3 {
+		t.Fatalf("after reaping the runner: %+v", *a)
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"runtime"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -30,7 +28,17 @@ type Config struct {
 	Grace time.Duration // from the first teardown signal to SIGKILL
 	Poll  time.Duration // state refresh interval; the engine is idle otherwise
 
+	// Timeout, when positive, cancels the run that long after the runner
+	// started, as if SIGTERM had arrived, and the run's status is then
+	// ExitTimeout (timeout.go). Zero: no timer exists.
+	Timeout time.Duration
+
 	State *statefile.Writer // nil: no state file
+
+	// Signals is this process's registration (CatchSignals), made as early
+	// as the process could. Nil: Run registers them itself, and removes
+	// them again when it returns unless OwnsProcess.
+	Signals *Signals
 
 	// OwnsNamespace says the engine is PID 1 of a PID namespace made for
 	// this run, so kill(-1) reaches exactly the runner's tree. Never set
@@ -40,10 +48,24 @@ type Config struct {
 
 	// OwnsProcess says the process exists for this one run and exits as
 	// soon as Run returns: the engine may then tune the Go runtime for its
-	// job (GC target, one P once the tree is busy) and leaves its signal
-	// handlers registered rather than pay a runtime round trip per signal
-	// to remove them. A library caller sharing its process leaves it off.
+	// job (GC target) and leaves its signal handlers registered.
+	// A library caller sharing its process leaves it off.
 	OwnsProcess bool
+
+	// StartHolds says Start itself keeps the runner from running its
+	// first instruction until Signals.Wait returns (sandbox execs it
+	// stopped, and lets it go then), so that the slow part of a start
+	// overlaps with the registration; the engine then calls Start without
+	// waiting. Off, the engine waits before calling Start.
+	StartHolds bool
+
+	// KillAll, when set, kills every process of the runner's tree in one
+	// step that no fork can outrun (a cgroup's cgroup.kill, through a
+	// descriptor opened before the runner started). The engine calls it in
+	// each SIGKILL round before its own walk, which then finds what
+	// KillAll could not reach; an error is logged and the walk does the
+	// work. Emptiness is still decided by wait4 (ECHILD).
+	KillAll func() error
 
 	// JobControl, when set, is terminal mode: the runner holds the
 	// terminal's foreground in a process group of its own (jobcontrol.go).
@@ -59,16 +81,6 @@ type Result struct {
 	TerminationSignal syscall.Signal // 0 when the runner simply exited
 	Escalated         bool
 }
-
-type phase string
-
-const (
-	phaseStarting    phase = "starting"
-	phaseRunning     phase = "running"
-	phaseTerminating phase = "terminating"
-	phaseKilling     phase = "killing" // reported as "terminating" in the state file
-	phaseExited      phase = "exited"
-)
 
 // SetupError is a failure of the engine's own setup (exit status 125).
 type SetupError struct {
@@ -86,22 +98,72 @@ func (e *SetupError) Error() string {
 
 func (e *SetupError) Unwrap() error { return e.Err }
 
+// Intervals of the teardown's rescans. While the grace runs, the tree is
+// walked again so that a process that joined it after a walk (an orphan
+// handed over while the walk read another branch, a child forked by a
+// TERM trap) gets the teardown signal too: first soon, then less often,
+// never less often than scanMax. SIGCHLD, the sign that an adoption may
+// have happened, brings the next walk forward to scanMin after the last.
+const (
+	scanMin   = 5 * time.Millisecond
+	scanMax   = 50 * time.Millisecond
+	killEvery = 10 * time.Millisecond  // SIGKILL rounds until the tree is empty
+	blindPace = 100 * time.Millisecond // rounds while /proc cannot be read
+)
+
+type procID struct {
+	pid   int
+	start uint64
+}
+
 type engine struct {
-	cfg        Config
-	self       int
-	acct       *accounting
-	phase      phase
+	cfg   Config
+	sig   *Signals
+	self  int
+	acct  *accounting
+	phase phase
+
 	termSignal syscall.Signal
 	escalated  bool
 	noChildren bool // the last wait4 said ECHILD: the tree is empty
-	oneP       bool // GOMAXPROCS is down to 1
+	events     []event
 
-	children <-chan os.Signal // SIGCHLD only; a buffer of one is enough, it is an edge
-	signals  <-chan os.Signal // everything else the engine handles
+	// orphans is the engine's leader thread's children file, opened
+	// before the runner started: the kernel hands every orphan to that
+	// thread, and the file can be read again with no new descriptor, so
+	// the engine still finds its direct children when the runner lowered
+	// its RLIMIT_NOFILE. Unreaped, their pids cannot be reused: they can
+	// be signalled by pid alone.
+	orphans *proc.ChildrenFile
+	// blindSent are the direct children the teardown signal reached
+	// while /proc could not be read, until they are reaped.
+	blindSent map[int]bool
+	// signalled are the processes the teardown signal reached, with the
+	// name of the program each ran then, so that a rescan signals each
+	// newcomer once and nobody twice. Once per program: a shell's child
+	// that took the signal in the shell's handler between fork and exec
+	// (a TERM trap starting a helper) lost it, and the program it then
+	// exec'd never saw it.
+	signalled map[procID]string
+
+	graceEnd time.Time
+	nextScan time.Time // zero: no rescan pending
+	scanStep time.Duration
+	lastScan time.Time
+	nextTick time.Time // zero: no state refresh pending
+	timer    *time.Timer
+	deadline deadline // Config.Timeout (timeout.go)
+
+	nofile unix.Rlimit // RLIMIT_NOFILE before the runner started
+	blind  bool        // the last walk could not see the whole tree
+	warned bool        // the one line about a blind teardown was printed
+	// blindTerm: kill(-1) sent the teardown signal, /proc being unreadable
+	blindTerm bool
 
 	written *statefile.Document // last document on disk, to skip identical writes
 
 	jobs *jobControl // terminal mode; nil otherwise
+	cut  bool        // a second cancel ended the grace early
 }
 
 // Run starts the runner and supervises its tree until the tree is empty.
@@ -114,6 +176,16 @@ func Run(cfg Config) (Result, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
+	sig := cfg.Signals
+	if sig == nil {
+		sig = CatchSignals()
+		if !cfg.OwnsProcess {
+			defer sig.Stop()
+		}
+	}
+	// Before the first write to stderr, and before a cancel could be
+	// missed.
+	sig.WaitUrgent()
 	if cfg.OwnsProcess {
 		// The engine's live heap is small (its accounting and one walk of
 		// the tree), but walks and ticks leave garbage, and at the default
@@ -123,36 +195,12 @@ func Run(cfg Config) (Result, error) {
 		// the GC run back to back once a thousand children are live).
 		debug.SetGCPercent(25)
 	}
-	children := make(chan os.Signal, 1)
-	signals := make(chan os.Signal, 64)
-	// Each signal costs the runtime a round trip to its signal thread, and
-	// corral forwards some forty: register what the engine cannot miss now,
-	// and the signals it merely forwards while the runner starts. Until
-	// then the runtime drops those (their default for a Go program), as
-	// it would before corral started at all.
-	signal.Notify(children, unix.SIGCHLD)
-	signal.Notify(signals, cancellingSignals()...)
-	forwarding := make(chan struct{})
-	go func() {
-		signal.Notify(signals, forwardedSignals...)
-		close(forwarding)
-	}()
-	defer func() {
-		if cfg.OwnsProcess {
-			// The process exits next: the registration may still be
-			// under way (a round trip to the runtime's signal thread per
-			// signal, about 1-2 ms in all), and a run that ends before it
-			// must not wait for it.
-			return
-		}
-		<-forwarding
-		signal.Stop(children)
-		signal.Stop(signals)
-	}()
-
-	e := &engine{cfg: cfg, self: os.Getpid(), phase: phaseStarting, children: children, signals: signals, acct: newAccounting(-1)}
+	e := &engine{
+		cfg: cfg, sig: sig, self: os.Getpid(), phase: phaseStarting, acct: newAccounting(-1),
+		blindSent: map[int]bool{}, signalled: map[procID]string{},
+	}
 	if cfg.JobControl != nil { // terminal mode (jobcontrol.go)
-		e.jobs = &jobControl{JobControl: cfg.JobControl, forwarding: forwarding}
+		e.jobs = &jobControl{JobControl: cfg.JobControl}
 	}
 	if e.self != 1 {
 		// As PID 1 the kernel already hands us every orphan of the
@@ -161,7 +209,35 @@ func Run(cfg Config) (Result, error) {
 			return Result{ExitCode: 125}, &SetupError{Step: "become child subreaper (prctl PR_SET_CHILD_SUBREAPER)", Err: err}
 		}
 	}
+	// Teardown must not need anything the runner can take away: what it
+	// settles once is settled now, while descriptors are plentiful, and
+	// the limit is remembered so that a runner lowering it with prlimit
+	// can be undone.
+	_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &e.nofile)
+	proc.Prepare()
+	if f, err := proc.OpenChildrenFile(e.self, e.self); err == nil {
+		e.orphans = f
+		defer f.Close()
+	}
+	e.timer = time.NewTimer(time.Hour)
+	e.timer.Stop()
 	e.writeState()
+
+	// Every signal must be registered before the runner exists: one it
+	// sends to its parent first thing must not find the Go default.
+	// And the OS threads the Go runtime will need exist by then (see
+	// reserveThreads).
+	if !cfg.StartHolds {
+		sig.Wait()
+	}
+	// A signal that came before the runner exists: a cancel means it is
+	// never started; anything else is passed on once it exists.
+	held := sig.drain()
+	for _, s := range held {
+		if IsCancelling(s) {
+			return e.cancelledBeforeStart(s), nil
+		}
+	}
 
 	pid, err := cfg.Start()
 	if pid <= 0 {
@@ -177,50 +253,115 @@ func Run(cfg Config) (Result, error) {
 		fmt.Fprintf(cfg.Stderr, "corral: %v\n", err)
 	}
 	e.acct.runner = pid
-	e.phase = phaseRunning
 	e.cfg.Logf("runner started as pid %d", pid)
-	e.observe()
-	e.writeState()
-
-	e.supervise()
-	e.teardown()
-
-	e.phase = phaseExited
-	e.observe()
-	e.writeState()
-	return Result{ExitCode: e.acct.runnerExitCode, TerminationSignal: e.termSignal, Escalated: e.escalated}, nil
+	e.push(evStarted)
+	e.startDeadline()
+	defer e.stopDeadline()
+	for _, s := range held {
+		e.onSignal(s)
+	}
+	e.reap()
+	e.advance()
+	e.loop()
+	return Result{ExitCode: e.exitCode(), TerminationSignal: e.termSignal, Escalated: e.escalated}, nil
 }
 
-// supervise runs until the runner has exited or a cancelling signal came.
-func (e *engine) supervise() {
-	tick := e.stateTicker()
-	defer tick.Stop()
-	e.reap()
-	for !e.acct.runnerReaped && e.termSignal == 0 {
+// cancelledBeforeStart ends a run whose runner never started.
+func (e *engine) cancelledBeforeStart(s syscall.Signal) Result {
+	e.cfg.Logf("received %s before the runner started: not starting it", unix.SignalName(s))
+	e.termSignal = s
+	e.acct.runnerReaped, e.acct.runnerExitCode = true, 128+int(s)
+	e.phase = next(e.phase, evCancel)
+	e.writeState()
+	return Result{ExitCode: 128 + int(s), TerminationSignal: s}
+}
+
+// loop is the engine's one wait: for SIGCHLD, for a signal, or for the
+// next deadline (state refresh, end of the grace, teardown rescan). With
+// no deadline pending the timer is stopped and the engine sleeps until a
+// signal arrives.
+func (e *engine) loop() {
+	for e.phase != phaseExited {
+		e.arm()
 		select {
-		case <-e.children:
+		case <-e.sig.children:
 			e.reap()
-		case s := <-e.signals:
-			e.handleSignal(s.(syscall.Signal))
-		case <-tick.C:
-			e.observe()
-			e.writeState()
+			e.afterReap()
+		case s := <-e.sig.incoming:
+			e.onSignal(s.(syscall.Signal))
+		case <-e.timer.C:
+			e.onTimer(time.Now())
+		case <-e.deadline.c: // nil without a timeout
+			e.onDeadline()
+		}
+		e.advance()
+	}
+}
+
+func (e *engine) push(ev event) { e.events = append(e.events, ev) }
+
+// advance feeds the pending events to the state machine and performs
+// each new phase's entry actions, which may push further events.
+func (e *engine) advance() {
+	for len(e.events) > 0 {
+		ev := e.events[0]
+		e.events = e.events[1:]
+		if p := next(e.phase, ev); p != e.phase {
+			e.enter(p)
 		}
 	}
 }
 
-// handleSignal records and reports whether s was a cancelling signal;
-// any other signal is forwarded to the runner alone.
-func (e *engine) handleSignal(s syscall.Signal) bool {
-	if cancelling[s] {
+func (e *engine) enter(p phase) {
+	e.phase = p
+	now := time.Now()
+	switch p {
+	case phaseRunning:
+		e.scheduleTick(now)
+		e.observe()
+		e.writeState()
+	case phaseTerminating:
+		e.observe()
+		e.writeState()
+		e.graceEnd = now.Add(e.cfg.Grace)
+		e.termRound(now)
+		if e.noChildren {
+			e.push(evTreeEmpty)
+		} else if e.cfg.Grace <= 0 {
+			e.push(evGraceOver)
+		} else {
+			e.cfg.Logf("teardown: %s sent, grace %v", unix.SignalName(e.teardownSignal()), e.cfg.Grace)
+		}
+	case phaseKilling:
+		e.nextScan = time.Time{}
+		e.killRound(now)
+		e.writeState()
+		if e.noChildren {
+			e.push(evTreeEmpty)
+		}
+	case phaseExited:
+		e.nextScan, e.nextTick = time.Time{}, time.Time{}
+		e.observe()
+		e.writeState()
+	}
+}
+
+// onSignal acts on one signal: a cancel is an event for the state
+// machine; anything else goes to the runner alone.
+func (e *engine) onSignal(s syscall.Signal) {
+	if IsCancelling(s) {
 		if e.termSignal == 0 {
 			e.termSignal = s
 		}
 		e.cfg.Logf("received %s", unix.SignalName(s))
-		return true
+		if e.phase == phaseTerminating {
+			e.cut = true
+		}
+		e.push(evCancel)
+		return
 	}
 	if e.jobs != nil && e.jobSignal(s) { // terminal mode (jobcontrol.go)
-		return false
+		return
 	}
 	if !e.acct.runnerReaped {
 		// The runner is our unreaped child, so its pid cannot have been
@@ -232,124 +373,241 @@ func (e *engine) handleSignal(s syscall.Signal) bool {
 	if StopSelfAfter(s) {
 		_ = unix.Kill(e.self, unix.SIGSTOP)
 	}
-	return false
 }
 
-// teardown signals every remaining process, waits up to the grace period
-// for the tree to empty, then kills until nothing is left.
-func (e *engine) teardown() {
-	e.phase = phaseTerminating
-	e.observe()
-	e.writeState()
-	sig := e.termSignal
-	if sig == 0 {
-		sig = unix.SIGTERM
+func (e *engine) onTimer(now time.Time) {
+	if !e.nextTick.IsZero() && !now.Before(e.nextTick) {
+		e.observe()
+		e.writeState()
+		e.scheduleTick(now)
 	}
-	e.reap()
-	if !e.noChildren {
-		e.singleP()
+	if e.phase == phaseTerminating && !now.Before(e.graceEnd) {
+		e.push(evGraceOver)
+		return
 	}
-	n := e.signalTree(sig)
-	e.cfg.Logf("teardown: %s to %s, grace %v", unix.SignalName(sig), processes(n), e.cfg.Grace)
-	e.reap()
-
-	tick := e.stateTicker()
-	defer tick.Stop()
-	grace := time.NewTimer(e.cfg.Grace)
-	defer grace.Stop()
-	waiting, cut := true, false
-	for waiting && !e.noChildren {
-		select {
-		case <-e.children:
-			e.reap()
-		case s := <-e.signals:
-			if e.handleSignal(s.(syscall.Signal)) {
-				// Another cancel while we wait: the caller wants it over.
-				waiting, cut = false, true
-			}
-		case <-grace.C:
-			waiting = false
-		case <-tick.C:
-			e.observe()
-			e.writeState()
+	if !e.nextScan.IsZero() && !now.Before(e.nextScan) {
+		switch e.phase {
+		case phaseTerminating:
+			e.termRound(now)
+		case phaseKilling:
+			e.killRound(now)
 		}
 	}
+}
+
+// afterReap brings the next teardown round forward: the exit just reaped
+// may have handed its children to the engine.
+func (e *engine) afterReap() {
 	if e.noChildren {
 		return
 	}
+	switch e.phase {
+	case phaseTerminating:
+		e.scanStep = scanMin
+		if soon := e.lastScan.Add(scanMin); e.nextScan.IsZero() || soon.Before(e.nextScan) {
+			e.nextScan = soon
+		}
+	case phaseKilling:
+		// The exits just reaped handed their children to the engine.
+		e.nextScan = time.Now()
+	}
+}
 
-	e.phase = phaseKilling
-	e.writeState()
-	// Processes forked after a round escape it, so kill, reap and scan
-	// again until wait4 reports that nothing is left below us.
-	rescan := time.NewTicker(10 * time.Millisecond)
-	defer rescan.Stop()
-	for !e.noChildren {
-		if n := e.signalTree(unix.SIGKILL); n > 0 {
-			if !e.escalated {
-				why := "grace over"
-				if cut {
-					why = "second cancelling signal, grace cut short"
-				}
-				e.cfg.Logf("%s: SIGKILL to %s", why, processes(n))
-			}
-			e.escalated = true
+// arm points the timer at the earliest pending deadline, or stops it.
+func (e *engine) arm() {
+	var at time.Time
+	for _, t := range []time.Time{e.nextTick, e.nextScan} {
+		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
 		}
-		e.reap()
-		if e.noChildren {
-			break
+	}
+	if e.phase == phaseTerminating && (at.IsZero() || e.graceEnd.Before(at)) {
+		at = e.graceEnd
+	}
+	if at.IsZero() {
+		e.timer.Stop()
+		return
+	}
+	e.timer.Reset(max(time.Until(at), 0))
+}
+
+func (e *engine) scheduleTick(now time.Time) {
+	if e.cfg.State == nil || e.cfg.Poll <= 0 {
+		return // nothing to refresh: no timer at all
+	}
+	e.nextTick = now.Add(e.cfg.Poll)
+}
+
+func (e *engine) teardownSignal() syscall.Signal {
+	if e.termSignal != 0 {
+		return e.termSignal
+	}
+	return unix.SIGTERM
+}
+
+// termRound sends the teardown signal to every live process of the tree
+// it has not reached yet, then reaps, and schedules the next rescan.
+func (e *engine) termRound(now time.Time) {
+	sig := e.teardownSignal()
+	e.reap()
+	if e.noChildren {
+		return
+	}
+	reached := make(map[procID]string, len(e.signalled))
+	sent := 0
+	_, err := e.walk(sig, func(st proc.Stat) bool {
+		id := procID{st.PID, st.StartTime}
+		reached[id] = st.Comm
+		if comm, done := e.signalled[id]; done && comm == st.Comm {
+			return false
 		}
-		select {
-		case <-e.children:
-			e.reap()
-		case s := <-e.signals:
-			e.handleSignal(s.(syscall.Signal))
-		case <-rescan.C:
+		sent++
+		return true
+	})
+	if err == nil {
+		e.signalled = reached // forget who has gone: memory follows the live tree
+	} else {
+		for id, comm := range reached {
+			e.signalled[id] = comm
+		}
+		e.blindRound(sig, err)
+	}
+	if sent > 0 && !e.lastScan.IsZero() {
+		e.cfg.Logf("teardown: %s to %s that joined the tree", unix.SignalName(sig), processes(sent))
+	}
+	e.lastScan = now
+	if e.scanStep == 0 {
+		e.scanStep = scanMin
+	}
+	e.nextScan = now.Add(e.scanStep)
+	if e.blind {
+		e.nextScan = now.Add(blindPace)
+	}
+	e.scanStep = min(2*e.scanStep, scanMax)
+	e.reap()
+}
+
+// killRound sends SIGKILL to whatever is left, and schedules the next
+// round: processes forked after a round escape it.
+func (e *engine) killRound(now time.Time) {
+	e.reap()
+	if e.noChildren {
+		return
+	}
+	if e.cfg.KillAll != nil {
+		if err := e.cfg.KillAll(); err != nil {
+			e.cfg.Logf("kill the runner's tree in one step: %v; walking it instead", err)
+		}
+	}
+	n, err := e.walk(unix.SIGKILL, nil)
+	if err != nil {
+		e.blindRound(unix.SIGKILL, err)
+	}
+	if !e.escalated && (n > 0 || err != nil) {
+		e.escalated = true
+		why := "grace over"
+		if e.cut {
+			why = "second cancelling signal, grace cut short"
+		}
+		e.cfg.Logf("%s: SIGKILL to %s", why, processes(n))
+	}
+	e.lastScan = now
+	e.nextScan = now.Add(killEvery)
+	if e.blind {
+		e.nextScan = now.Add(blindPace)
+	}
+	e.reap()
+}
+
+// walk signals the tree. As PID 1 of its own namespace the engine's
+// SIGKILL is kill(-1): one syscall, under the kernel's task list lock, so
+// nothing forked in the namespace slips past it, and it needs no
+// descriptor, whatever limit the runner set; the walk before it only
+// counts, for escalated.
+func (e *engine) walk(sig syscall.Signal, want func(proc.Stat) bool) (int, error) {
+	killAll := e.cfg.OwnsNamespace && sig == unix.SIGKILL
+	visit := func(st proc.Stat) bool {
+		return !killAll && (want == nil || want(st))
+	}
+	n, err := proc.SignalTree(e.self, sig, visit)
+	if err != nil && e.restoreNOFILE() {
+		n, err = proc.SignalTree(e.self, sig, visit)
+	}
+	e.blind = err != nil
+	if killAll {
+		// After the count, and whatever it found.
+		if kerr := unix.Kill(-1, sig); kerr != nil && !errors.Is(kerr, unix.ESRCH) {
+			e.cfg.Logf("kill(-1, %s): %v; signalling one by one", unix.SignalName(sig), kerr)
+			n, err = proc.SignalTree(e.self, sig, want)
+		}
+	}
+	return n, err
+}
+
+// blindRound is the teardown's round when /proc could not be read
+// (err): the runner lowered corral's RLIMIT_NOFILE, and corral could not
+// raise it back. The engine signals its direct children, read from the
+// children file it holds open, and the runner; a process deeper in the
+// tree becomes a direct child when its parent dies, and is reached on a
+// later round. As PID 1 of its namespace, kill(-1) reaches everyone at
+// once: for SIGKILL every round (walk did it), for the teardown signal
+// once, and then the direct children that are new. It says so once: a
+// teardown that cannot see its tree must not be a silent hang.
+func (e *engine) blindRound(sig syscall.Signal, err error) {
+	if !e.warned {
+		e.warned = true
+		fmt.Fprintf(e.cfg.Stderr, "corral: cannot read /proc: %v (the runner lowered corral's RLIMIT_NOFILE, which corral cannot raise without CAP_SYS_RESOURCE); signalling the processes of the tree as they become its direct children\n", err)
+	}
+	kids := []int{}
+	if e.orphans != nil {
+		kids, _ = e.orphans.Read()
+	}
+	if !e.acct.runnerReaped {
+		kids = append(kids, e.acct.runner)
+	}
+	if e.cfg.OwnsNamespace && sig != unix.SIGKILL && !e.blindTerm {
+		e.blindTerm = true
+		_ = unix.Kill(-1, sig)
+		_ = unix.Kill(-1, unix.SIGCONT)
+		for _, pid := range kids {
+			e.blindSent[pid] = true
+		}
+		return
+	}
+	for _, pid := range kids {
+		if sig != unix.SIGKILL && e.blindSent[pid] {
+			continue
+		}
+		e.blindSent[pid] = true
+		_ = unix.Kill(pid, sig)
+		if sig != unix.SIGKILL {
+			_ = unix.Kill(pid, unix.SIGCONT)
 		}
 	}
 }
 
-// signalTree sends sig to every live process below the engine, with
-// SIGCONT to stopped ones so they can act on it. It returns how many
-// processes it found alive.
-func (e *engine) signalTree(sig syscall.Signal) int {
-	if e.cfg.OwnsNamespace && sig == unix.SIGKILL {
-		var live []proc.Stat
-		for _, st := range proc.Descendants(proc.System(), e.self) {
-			if !st.Zombie() {
-				live = append(live, st)
-			}
-		}
-		if len(live) == 0 {
-			return 0
-		}
-		// One syscall under the kernel's task list lock: nothing forked
-		// in the namespace can slip between scan and kill.
-		err := unix.Kill(-1, sig)
-		if err == nil || errors.Is(err, unix.ESRCH) {
-			return len(live)
-		}
-		e.cfg.Logf("kill(-1, %s): %v; signalling one by one", unix.SignalName(sig), err)
+// restoreNOFILE raises RLIMIT_NOFILE back to what it was before the
+// runner started, when the runner lowered it (prlimit needs only its
+// uid) and corral holds CAP_SYS_RESOURCE. It reports whether it did.
+func (e *engine) restoreNOFILE() bool {
+	var now unix.Rlimit
+	if e.nofile.Cur == 0 || unix.Getrlimit(unix.RLIMIT_NOFILE, &now) != nil {
+		return false
 	}
-	return proc.SignalDescendants(e.self, sig)
-}
-
-// singleP drops GOMAXPROCS to 1 once the tree is busy (an orphan reaped,
-// or a teardown with processes left): the engine is then one goroutine
-// answering SIGCHLD, and a second P only makes the runtime wake a
-// spinning thread for each one, and run the GC beside the kernel's own
-// work. Not before: a plain run (runner only) would pay the
-// stop-the-world and the serialised start-up for nothing.
-func (e *engine) singleP() {
-	if e.cfg.OwnsProcess && !e.oneP {
-		runtime.GOMAXPROCS(1)
-		e.oneP = true
+	if now.Cur >= e.nofile.Cur && now.Max >= e.nofile.Max {
+		return false
 	}
+	if err := unix.Prlimit(0, unix.RLIMIT_NOFILE, &e.nofile, nil); err != nil {
+		return false
+	}
+	e.cfg.Logf("RLIMIT_NOFILE was lowered to %d:%d; restored %d:%d", now.Cur, now.Max, e.nofile.Cur, e.nofile.Max)
+	return true
 }
 
 // reap collects every child that has exited. SIGCHLD is an edge, not a
 // count: one signal may stand for many exits, so loop until wait4 has
 // nothing more. __WALL includes children that do not signal their exit.
+// It needs no descriptor and no memory beyond the accounting.
 func (e *engine) reap() {
 	flags := unix.WNOHANG | unix.WALL
 	if e.jobs != nil {
@@ -362,7 +620,10 @@ func (e *engine) reap() {
 			continue
 		}
 		if errors.Is(err, unix.ECHILD) {
-			e.noChildren = true
+			if !e.noChildren {
+				e.noChildren = true
+				e.push(evTreeEmpty)
+			}
 			return
 		}
 		if err != nil || pid <= 0 {
@@ -375,10 +636,10 @@ func (e *engine) reap() {
 			continue
 		}
 		code := ExitCode(ws)
-		if pid == e.acct.runner {
+		delete(e.blindSent, pid) // the pid may now be reused
+		if pid == e.acct.runner && !e.acct.runnerReaped {
 			e.cfg.Logf("runner exited: status %d", code)
-		} else {
-			e.singleP()
+			e.push(evRunnerExited)
 		}
 		e.acct.reaped(pid, code)
 	}
@@ -389,22 +650,14 @@ func (e *engine) observe() {
 		return
 	}
 	kids, err := proc.ChildrenOf(e.self)
+	if err != nil && e.restoreNOFILE() {
+		kids, err = proc.ChildrenOf(e.self)
+	}
 	if err != nil {
 		e.cfg.Logf("scan children: %v", err)
 		return
 	}
 	e.acct.observe(kids)
-}
-
-// stateTicker paces state refreshes. Without a state file nothing needs
-// refreshing, and the engine sleeps until a signal arrives.
-func (e *engine) stateTicker() *time.Ticker {
-	if e.cfg.State == nil || e.cfg.Poll <= 0 {
-		t := time.NewTicker(time.Hour)
-		t.Stop()
-		return t
-	}
-	return time.NewTicker(e.cfg.Poll)
 }
 
 func (e *engine) document() statefile.Document {
@@ -414,15 +667,12 @@ func (e *engine) document() statefile.Document {
 		AdoptedChildren:       a.liveAdopted,
 		Escalated:             e.escalated,
 		OrphanedChildrenTotal: a.orphanedTotal,
-		Phase:                 string(e.phase),
+		Phase:                 e.phase.name(),
 		ReapedChildrenTotal:   a.reapedTotal,
 		ReapedOrphansTotal:    a.reapedOrphans,
 	}
-	if e.phase == phaseKilling {
-		doc.Phase = string(phaseTerminating)
-	}
 	if a.runnerReaped {
-		code := a.runnerExitCode
+		code := e.exitCode()
 		doc.RunnerExitCode = &code
 	}
 	if e.termSignal != 0 {

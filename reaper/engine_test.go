@@ -122,3 +122,70 @@ func TestEngineForwardsUSR1ToRunner(t *testing.T) {
 		t.Fatalf("runner wrote %q", data)
 	}
 }
+
+// A cancel that arrives before the runner exists: the runner is never
+// started, and the engine ends with 128+S.
+func TestEngineCancelBeforeStartNeverStartsRunner(t *testing.T) {
+	sigs := CatchSignals()
+	defer sigs.Stop()
+	sigs.Wait()
+	_ = unix.Kill(os.Getpid(), unix.SIGINT)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(sigs.incoming) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	started := false
+	res, doc := runEngine(t, Config{Signals: sigs, Grace: time.Second, Start: func() (int, error) {
+		started = true
+		return shell("exit 0")()
+	}})
+	if started {
+		t.Fatal("the runner was started after a cancel")
+	}
+	if res.ExitCode != 130 || res.TerminationSignal != unix.SIGINT {
+		t.Fatalf("res %+v, want exit 130 after SIGINT", res)
+	}
+	if doc.Phase != "exited" || doc.TerminationSignal == nil || *doc.TerminationSignal != 2 || doc.RunnerExitCode == nil || *doc.RunnerExitCode != 130 {
+		t.Fatalf("state %+v", doc)
+	}
+}
+
+// Processes that join the tree during the grace get the teardown signal
+// too: here a TERM trap starts a helper, which exits on SIGTERM, so the
+// run ends well before the grace without SIGKILL.
+func TestEngineSignalsProcessesForkedDuringGrace(t *testing.T) {
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	script := `setsid sh -c 'trap "sleep 1000 & sleep 1000 & wait; exit 0" TERM; touch ` + ready + `; while :; do sleep 0.01; done' & while [ ! -e ` + ready + ` ]; do sleep 0.01; done`
+	start := time.Now()
+	res, doc := runEngine(t, Config{Start: shell(script), Grace: 20 * time.Second})
+	if res.ExitCode != 0 || res.Escalated || doc.Escalated {
+		t.Fatalf("res %+v doc %+v: want no escalation", res, doc)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("took %v: the helpers the trap started never got SIGTERM", took)
+	}
+}
+
+// KillAll, when set, is the SIGKILL round's first step; the walk after it
+// finds what it did not reach.
+func TestEngineKillAllHook(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "helper.pid")
+	script := `setsid sh -c 'trap "" TERM; echo $$ > ` + pidFile + `; while :; do sleep 1; done' & while [ ! -s ` + pidFile + ` ]; do sleep 0.01; done`
+	calls := 0
+	res, doc := runEngine(t, Config{Start: shell(script), Grace: 50 * time.Millisecond, KillAll: func() error {
+		calls++
+		data, err := os.ReadFile(pidFile)
+		if err != nil {
+			return err
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+		return unix.Kill(pid, unix.SIGKILL) // the helper is our child now: its pid is exact
+	}})
+	if calls == 0 {
+		t.Fatal("KillAll was never called")
+	}
+	if res.ExitCode != 0 || !res.Escalated || !doc.Escalated || doc.ActiveChildren != 0 {
+		t.Fatalf("res %+v doc %+v", res, doc)
+	}
+}

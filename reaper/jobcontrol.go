@@ -38,8 +38,7 @@ type JobControl interface {
 // jobControl is the engine's side of terminal mode.
 type jobControl struct {
 	JobControl
-	forwarding <-chan struct{} // closed once every forwarded signal is registered
-	pending    bool            // the runner's group waits for corral's next SIGCONT
+	pending bool // the runner's group waits for corral's next SIGCONT
 }
 
 // runnerStopped acts on wait4's report that the runner stopped by sig.
@@ -55,9 +54,6 @@ func (e *engine) runnerStopped(sig syscall.Signal) {
 		j.pending = true
 		return
 	}
-	// Until then the runtime may still be installing handlers, one of
-	// which would catch the stop StopJob sends.
-	<-j.forwarding
 	StopJob(sig)
 	j.Continued()
 	e.continueRunner()

@@ -2,48 +2,253 @@ package reaper
 
 import (
 	"os"
+	"os/signal"
+	"runtime"
+	"sync"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// cancelling signals end the run: the first is recorded, forwarded to the
-// whole tree, and starts the teardown.
-var cancelling = map[syscall.Signal]bool{
-	unix.SIGTERM: true, unix.SIGINT: true, unix.SIGHUP: true, unix.SIGQUIT: true,
+// The signal table (SPEC.md: Signals).
+//
+// Cancelling signals end the run: the first is recorded, sent to the
+// whole tree, and starts the teardown. SIGHUP is not one of them: it is
+// the reload signal of nginx, haproxy and sshd, and `docker kill -s HUP`
+// must not tear a service down.
+var cancelling = map[syscall.Signal]bool{unix.SIGTERM: true, unix.SIGINT: true, unix.SIGQUIT: true}
+
+// Every other catchable signal is forwarded to the runner alone, the
+// synchronous faults too: corral's own faults never reach a handler (the
+// Go runtime turns them into a panic), so a SIGSEGV or SIGABRT that
+// arrives here was sent with kill(2) (a systemd watchdog's SIGABRT) and
+// is meant for the service, not for corral.
+//
+// corral's own, never forwarded: SIGCHLD (the engine's wake-up), SIGPIPE
+// (about corral's own writes), SIGURG (Go's preemption signal), SIGPROF
+// (Go's profiler), 32 and 33 (the C library's threads), and SIGKILL and
+// SIGSTOP, which cannot be caught.
+
+// urgentSignals are registered first, before anything else at start,
+// with SIGPIPE (on a channel of its own): the Go runtime's default for
+// each is death or a goroutine dump. The faults past SIGABRT cost no
+// round trip to the runtime's signal thread (they are not "notify"
+// signals in its table).
+var urgentSignals = []syscall.Signal{
+	unix.SIGQUIT, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGABRT,
+	unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGSYS, unix.SIGSTKFLT,
 }
 
-// forwardedSignals go to the runner alone. Left out on purpose: SIGCHLD
-// (the engine's own wake-up), SIGPIPE (about corral's own writes), SIGURG
-// (Go's preemption signal), SIGPROF (Go's profiler), the synchronous faults
-// (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT) that concern
-// corral's own code, and SIGKILL/SIGSTOP, which cannot be caught.
-var forwardedSignals = func() []os.Signal {
-	sigs := []os.Signal{
+// laterSignals are the forwarded signals whose Go default is to drop
+// them (or, for the job-control ones, the kernel's default, to stop).
+// Each costs a round trip to the runtime's signal thread (about 10 µs),
+// so they are registered in the background, and the engine waits for
+// that to finish before the runner starts.
+var laterSignals = func() []syscall.Signal {
+	sigs := []syscall.Signal{
 		unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT, unix.SIGALRM,
 		unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGVTALRM, unix.SIGPWR,
-		unix.SIGIO, unix.SIGXCPU, unix.SIGXFSZ, unix.SIGSTKFLT,
+		unix.SIGIO, unix.SIGXCPU, unix.SIGXFSZ,
 	}
-	// Real-time signals; 32 and 33 are reserved by the C library's threads.
-	for s := 34; s <= 64; s++ {
+	for s := 35; s <= 64; s++ { // real-time signals; the Go runtime keeps 32-34 for the C libraries
 		sigs = append(sigs, syscall.Signal(s))
 	}
 	return sigs
 }()
 
-func cancellingSignals() []os.Signal {
-	out := make([]os.Signal, 0, len(cancelling))
-	for s := range cancelling {
-		out = append(out, s)
+// Signals is one process's registration of every signal corral handles.
+// Signals are process-wide, so a process makes one, as early as it can.
+type Signals struct {
+	children chan os.Signal // SIGCHLD: an edge, a buffer of one is enough
+	incoming chan os.Signal // cancelling and forwarded signals
+	pipe     chan os.Signal // SIGPIPE: caught so a closed stderr cannot kill corral; never read
+	ignored  [65]bool       // ignored when the process started: neither acted on nor forwarded
+	done     chan struct{}  // closed once every signal is registered
+
+	urgent chan struct{} // closed once SIGPIPE and the urgent signals are registered
+}
+
+// CatchSignals registers every signal corral handles, in this process, in
+// the background, in three steps: SIGPIPE, then the signals whose Go
+// default is fatal (a goroutine dump, or death), then the rest. Call it at
+// the process's start, once. WaitUrgent returns after the second step: a
+// process must not write to its stdout or stderr before it (a closed pipe
+// would kill it), nor decide whether it was cancelled. Wait returns after
+// the third: nothing may let the runner run before it.
+//
+// The registration is not on the launch's path: each signal costs a
+// round trip to the Go runtime's signal thread, and the first one makes
+// that thread, some 0.2 ms for the fatal ones alone, while the process
+// goes on parsing its options and starting its init or runner. A signal
+// that comes before its registration gets the Go default, as one does in
+// the runtime's own start: registering in the process's first instruction
+// and waiting for it would not close that window, only delay the launch.
+//
+// A signal the caller left ignored (nohup, a non-interactive shell's &)
+// stays ignored: registering it would un-ignore it, for corral and, as
+// execve resets caught signals, for the runner. The Go runtime keeps an
+// inherited SIG_IGN only for SIGHUP, SIGINT and the job-control signals
+// (it installs its own handler for the others before any of corral's
+// code runs, golang/go#22497), so those are the ones corral can keep.
+func CatchSignals() *Signals {
+	s := newSignals()
+	go func() {
+		signal.Notify(s.pipe, unix.SIGPIPE)
+		signal.Notify(s.incoming, s.wanted(urgentSignals)...)
+		close(s.urgent)
+		s.background()
+	}()
+	return s
+}
+
+// WaitUrgent returns once SIGPIPE and the signals whose Go default is
+// fatal are registered.
+func (s *Signals) WaitUrgent() { <-s.urgent }
+
+// background registers the rest (SIGCHLD among them: whoever waits reaps
+// once after Wait, so an exit before it is not missed) and reserves the
+// threads, then marks the registration done.
+func (s *Signals) background() {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		signal.Notify(s.children, unix.SIGCHLD)
+		signal.Notify(s.incoming, s.wanted(laterSignals)...)
+	})
+	wg.Go(func() { reserveThreads(spareThreads) })
+	go func() {
+		wg.Wait()
+		close(s.done)
+	}()
+}
+
+// spareThreads is how many OS threads a corral process makes for the Go
+// runtime beyond those it needed so far. A corral process has two
+// goroutines that can sit in a system call (the engine's or the relay's
+// own, and the os/signal watcher's), and two Ps, so four threads without
+// a lock to a goroutine can be busy at once; three made here, with the
+// ones the start already made, cover that with room to spare (the fork
+// bomb test in test/containment_test.go crashed corral in 3 of 12 runs
+// without them). The runtime never frees an idle thread: made now, they
+// last the process's life.
+const spareThreads = 3
+
+// reserveThreads makes the Go runtime own n more OS threads than it
+// needed so far, now, while the runner cannot yet have filled a pids.max
+// it shares with corral: afterwards the runtime finds an idle thread
+// whenever it needs one (a P handed off from a long system call) instead
+// of failing to create one, which is fatal (issue 8: "fatal error:
+// newosproc"). n goroutines lock a thread each and hold it until all n
+// are locked, so n threads exist at once; then each unlocks and returns,
+// leaving its thread idle (only a goroutine that returns while locked
+// takes its thread down).
+func reserveThreads(n int) {
+	var locked, release sync.WaitGroup
+	locked.Add(n)
+	release.Add(1)
+	var done sync.WaitGroup
+	for range n {
+		done.Go(func() {
+			runtime.LockOSThread()
+			locked.Done()
+			release.Wait()
+			runtime.UnlockOSThread()
+		})
+	}
+	locked.Wait()
+	release.Done()
+	done.Wait()
+}
+
+func newSignals() *Signals {
+	s := &Signals{
+		children: make(chan os.Signal, 1),
+		incoming: make(chan os.Signal, 128),
+		pipe:     make(chan os.Signal, 1),
+		urgent:   make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	for _, sig := range keptIgnored {
+		s.ignored[sig] = dispositionIgnored(sig)
+	}
+	return s
+}
+
+// CatchPipe makes a write to a closed pipe return EPIPE in this process
+// instead of killing it, which is all a short-lived stage needs.
+func CatchPipe() {
+	signal.Notify(make(chan os.Signal, 1), unix.SIGPIPE)
+}
+
+func (s *Signals) wanted(sigs []syscall.Signal) []os.Signal {
+	out := make([]os.Signal, 0, len(sigs))
+	for _, sig := range sigs {
+		if !s.ignored[sig] {
+			out = append(out, sig)
+		}
 	}
 	return out
 }
 
-// HandledSignals are every signal the engine acts on: what a process in
-// front of the engine (the pidns host side) should catch and pass on.
-func HandledSignals() []os.Signal {
-	return append(cancellingSignals(), forwardedSignals...)
+// drain returns the signals already received, without waiting.
+func (s *Signals) drain() []syscall.Signal {
+	var out []syscall.Signal
+	for {
+		select {
+		case sig := <-s.incoming:
+			out = append(out, sig.(syscall.Signal))
+		default:
+			return out
+		}
+	}
 }
+
+// Wait returns once every signal is registered.
+func (s *Signals) Wait() { <-s.done }
+
+// Children delivers SIGCHLD.
+func (s *Signals) Children() <-chan os.Signal { return s.children }
+
+// Incoming delivers every cancelling and forwarded signal.
+func (s *Signals) Incoming() <-chan os.Signal { return s.incoming }
+
+// Ignored reports whether sig was ignored when the process started, and
+// so is neither acted on nor forwarded.
+func (s *Signals) Ignored(sig syscall.Signal) bool {
+	return sig > 0 && int(sig) < len(s.ignored) && s.ignored[sig]
+}
+
+// Stop undoes the registration, for a library caller that shares its
+// process; a process that exits after the run does not bother.
+func (s *Signals) Stop() {
+	s.Wait()
+	signal.Stop(s.children)
+	signal.Stop(s.incoming)
+	signal.Stop(s.pipe)
+}
+
+// keptIgnored are the signals whose inherited SIG_IGN survives the Go
+// runtime's start: it installs its own handler for every other one
+// before main runs, and asking the kernel about those would only show it.
+var keptIgnored = []syscall.Signal{unix.SIGHUP, unix.SIGINT, unix.SIGCONT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU}
+
+// dispositionIgnored asks the kernel for sig's current disposition.
+// signal.Ignored knows only SIGHUP and SIGINT; rt_sigaction with no new
+// action changes nothing and also answers for the job-control signals,
+// which the Go runtime leaves as it found them.
+func dispositionIgnored(sig syscall.Signal) bool {
+	if sig == unix.SIGKILL || sig == unix.SIGSTOP {
+		return false
+	}
+	// struct kernel_sigaction begins with the handler on every Linux
+	// architecture Go supports but mips, whose flags come first.
+	var old [4]uint64
+	_, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old[0])), 8, 0, 0)
+	return errno == 0 && old[0] == 1 // SIG_IGN
+}
+
+// IsCancelling reports whether s ends the run.
+func IsCancelling(s syscall.Signal) bool { return cancelling[s] }
 
 // jobStop are the signals a terminal sends to stop a job (Ctrl-Z, and a
 // background job touching the terminal). Caught, they would leave corral

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -36,6 +37,7 @@ type Config struct {
 	NoNewPrivs *bool
 	Rlimits    []Rlimit   // process.rlimits, in file order, one per resource
 	Namespaces Namespaces // linux.namespaces and hostname
+	ReadOnly   bool       // root.readonly, with root.path "/": --read-only (config_policy.go)
 }
 
 // ConfigError names the JSON path of a config field corral refuses.
@@ -281,6 +283,7 @@ func array(elem *shape) *shape               { return &shape{elem: elem} }
 var configShape = object(map[string]*shape{
 	"ociVersion": leaf,
 	"hostname":   leaf,
+	"root":       object(map[string]*shape{"path": leaf, "readonly": leaf}), // config_policy.go
 	"process": object(map[string]*shape{
 		"terminal":        leaf,
 		"args":            array(leaf),
@@ -302,7 +305,6 @@ var configShape = object(map[string]*shape{
 // unsupportedHints explain the refusals users meet most, by path pattern
 // (indices written as []).
 var unsupportedHints = map[string]string{
-	"root":                        "the runner sees the caller's root filesystem",
 	"mounts":                      "corral mounts nothing but a private /proc",
 	"hooks":                       "corral runs no hooks",
 	"domainname":                  "only hostname can be set",
@@ -390,6 +392,11 @@ func translate(s *specs.Spec, raw map[string]any) (*Config, error) {
 			return nil, err
 		}
 	}
+	if s.Root != nil {
+		if err := c.root(s.Root, sub(raw, "root")); err != nil {
+			return nil, err
+		}
+	}
 	if s.Linux != nil && has(sub(raw, "linux"), "namespaces") {
 		if err := c.namespaces(s.Linux.Namespaces); err != nil {
 			return nil, err
@@ -410,7 +417,11 @@ func translate(s *specs.Spec, raw map[string]any) (*Config, error) {
 }
 
 // specVersion is a runtime-spec version: semver with an optional suffix.
-var specVersion = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+// Compiled on first use: a run without --config never needs it, and
+// compiling it would add to every launch.
+var specVersion = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+})
 
 // checkVersion accepts any 1.x.y, and an absent or empty ociVersion (which
 // asks for nothing); corral reads what specs-go 1.x describes.
@@ -418,7 +429,7 @@ func checkVersion(v string) error {
 	if v == "" {
 		return nil
 	}
-	m := specVersion.FindStringSubmatch(v)
+	m := specVersion().FindStringSubmatch(v)
 	if m == nil {
 		return &ConfigError{Path: "ociVersion", Reason: fmt.Sprintf("%s is not a version like %s", bounds.Quote(v), specs.Version)}
 	}
@@ -645,6 +656,9 @@ func (c *Config) Apply(o *Options) {
 	}
 	for _, rl := range c.Rlimits {
 		o.Privileges.Rlimits = WithRlimit(o.Privileges.Rlimits, rl)
+	}
+	if c.ReadOnly {
+		o.Privileges.Landlock.ReadOnly = true
 	}
 	n := &o.Namespaces
 	n.Net = n.Net || c.Namespaces.Net

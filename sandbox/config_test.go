@@ -112,7 +112,8 @@ func TestParseConfigRefusesByPath(t *testing.T) {
 		unsupported bool
 	}{
 		// Fields of the runtime spec corral does not implement.
-		{`{"root": {"path": "rootfs"}}`, "root", true},
+		{`{"root": {"path": "rootfs"}}`, "root.path", true},
+		{`{"root": {"path": "/", "options": []}}`, "root.options", true},
 		{`{"mounts": []}`, "mounts", true},
 		{`{"hooks": {}}`, "hooks", true},
 		{`{"annotations": {"a": "b"}}`, "annotations", true},
@@ -350,8 +351,16 @@ func reflected(t *testing.T, c *Config, path, pattern string, v any) {
 	}
 	str, _ := v.(string)
 	switch pattern {
-	case "", "process", "linux", "process.user", "linux.namespaces[]", "process.rlimits[]":
+	case "", "process", "linux", "process.user", "linux.namespaces[]", "process.rlimits[]", "root":
 		// Containers: their leaves are checked one by one.
+	case "root.path":
+		if filepath.Clean(str) != "/" {
+			fail("root.path %q", str)
+		}
+	case "root.readonly":
+		if c.ReadOnly != v.(bool) {
+			fail("readonly")
+		}
 	case "ociVersion":
 		if str != "" && !strings.HasPrefix(str, "1.") {
 			fail("version %q", str)
@@ -511,7 +520,7 @@ func FuzzConfig(f *testing.F) {
 				"process.cwd", "process.terminal", "process.noNewPrivileges", "process.user", "process.user.uid",
 				"process.user.gid", "process.capabilities", "process.capabilities.bounding", "process.capabilities.effective",
 				"process.capabilities.inheritable", "process.capabilities.permitted", "process.capabilities.ambient",
-				"process.rlimits", "linux.namespaces"}, pattern) {
+				"process.rlimits", "linux.namespaces", "root", "root.readonly"}, pattern) {
 				// null for a known field asks for nothing; anywhere else it
 				// names a field corral does not implement.
 				t.Fatalf("accepted %s = null", path)

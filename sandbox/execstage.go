@@ -9,22 +9,32 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/corral-sh/corral/reaper"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
 )
 
 const execStageArg0 = "corral [exec]"
 
-// startRunner starts the exec stage as a child of the calling process and
-// waits only until the stage has either exec'd the runner (EOF on the
-// stage socket) or reported why not. It never waits for the process: the
-// engine reaps it.
+// startRunner starts the runner: from the starter thread when there is
+// one, else (or when that path cannot start it) through the exec stage.
+// Either way the runner's first instruction comes after every signal is
+// registered (reaper.Config.StartHolds).
 func startRunner(o *Options) (int, error) {
-	if len(o.Privileges.Rlimits) == 0 {
-		if pid, ok := startRunnerDirect(o); ok {
+	if o.starter != nil {
+		if pid, ok := o.starter.start(); ok {
 			return pid, nil
 		}
 	}
+	o.signals().Wait()
+	return startExecStage(o)
+}
+
+// startExecStage starts the exec stage as a child of the calling process
+// and waits only until the stage has either exec'd the runner (EOF on the
+// stage socket) or reported why not. It never waits for the process: the
+// engine reaps it.
+func startExecStage(o *Options) (int, error) {
 	pid, link, err := spawnStage(execStageArg0, msgExecStart,
 		execStart{Path: o.Path, Args: o.Args, Env: o.Env, Privileges: o.Privileges, Mask: callerMask},
 		syscall.ProcAttr{Dir: o.Dir, Sys: runnerSys(o)})
@@ -41,44 +51,121 @@ func startRunner(o *Options) (int, error) {
 	return pid, nil
 }
 
-// startRunnerDirect forks the runner straight from the engine, from a
-// throwaway OS thread that first drops what the runner must not have:
-// capabilities, the bounding set and no_new_privs belong to a thread, and
-// a forked child copies its thread's. No re-exec of corral, so no second Go
-// runtime start. The thread is never unlocked, so the runtime ends it when
-// the goroutine returns, and the runtime never clones new threads from a
-// locked one. Rlimits belong to the whole process, so a run that sets them
-// takes the exec stage. ok is false when this path cannot start the runner
-// (privileges or exec failed): the exec stage then starts it, or reports
-// why not with the usual status (125, 126, 127).
-func startRunnerDirect(o *Options) (pid int, ok bool) {
-	type result struct {
-		pid int
-		ok  bool
+// starter is the OS thread the runner is forked from, straight from the
+// engine: no re-exec of corral, so no second Go runtime start. It drops
+// what the runner must not have as soon as it exists, while the engine
+// sets up (capabilities, the bounding set and no_new_privs belong to a
+// thread, and a forked child copies its thread's), then waits to fork.
+// It is then parked, locked, for the life of the process: a locked
+// goroutine that returned would take its thread down, and the runtime
+// would have to make another later, which a runner that filled its
+// cgroup's pids.max would refuse it. Rlimits belong to the whole process,
+// so a run that sets them takes the exec stage instead.
+type starter struct {
+	fork chan struct{}
+	done chan starterResult
+}
+
+type starterResult struct {
+	pid int
+	ok  bool // false: privileges or exec failed; the exec stage starts the runner, or reports why not (125, 126, 127)
+}
+
+// prepareStart makes the starter thread, when this run can use one.
+func (o *Options) prepareStart() {
+	if o.starter != nil || len(o.Privileges.Rlimits) > 0 || !o.mayForkFromEngine() { // policy.go
+		return
 	}
-	done := make(chan result, 1)
+	s := &starter{fork: make(chan struct{}), done: make(chan starterResult, 1)}
+	privileges, sigs := o.Privileges, o.signals()
+	path, args, dir, env, sys := o.Path, o.Args, o.Dir, o.Env, runnerSys(o)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
-		// Privileges, then the TIOCSTI filter (injection.go).
-		filtered, err := restrictRunner(o.Privileges)
-		if err != nil {
-			done <- result{}
-			return
+		runtime.LockOSThread() // never unlocked, and this goroutine never returns
+		// Privileges, then the TIOCSTI filter (injection.go); then the
+		// caller's mask, which ForkExec gives the child from the forking
+		// thread (this one forks nothing else).
+		filtered, err := restrictRunner(privileges)
+		if err == nil {
+			err = setThreadMask(callerMask)
 		}
-		if !filtered {
-			o.logf("--allow-new-privs without CAP_SYS_ADMIN: the kernel takes no seccomp filter, so the runner may use TIOCSTI")
+		<-s.fork
+		if err == nil {
+			if !filtered {
+				o.logf("--allow-new-privs without CAP_SYS_ADMIN: the kernel takes no seccomp filter, so the runner may use TIOCSTI")
+			}
+			pid, ok := forkHeld(path, args, dir, env, sys, !privileges.AllowNewPrivs, sigs.Wait)
+			s.done <- starterResult{pid, ok}
+		} else {
+			s.done <- starterResult{}
 		}
-		// ForkExec gives the child the forking thread's mask; this thread
-		// is never reused, so it may carry the caller's.
-		if err := setThreadMask(callerMask); err != nil {
-			done <- result{}
-			return
-		}
-		pid, err := syscall.ForkExec(o.Path, o.Args, &syscall.ProcAttr{Dir: o.Dir, Env: o.Env, Files: []uintptr{0, 1, 2}, Sys: runnerSys(o)})
-		done <- result{pid, err == nil}
+		select {}
 	}()
-	r := <-done
+	o.starter = s
+}
+
+// start forks the runner from the starter thread.
+func (s *starter) start() (int, bool) {
+	close(s.fork)
+	r := <-s.done
 	return r.pid, r.ok
+}
+
+// forkHeld forks and execs the runner and lets it run its first
+// instruction only once ready returns. The exec (the kernel loading the
+// runner) is the slow part of a start; done under ptrace (PTRACE_TRACEME,
+// so the runner stops at the SIGTRAP of its execve, before any of its
+// code), it overlaps with what ready waits for, and the runner goes on
+// from PTRACE_DETACH without ever seeing the SIGTRAP. Only with
+// no_new_privs, under which a traced exec grants exactly what an untraced
+// one does (a setuid bit is ignored either way); and where ptrace is
+// refused (a seccomp profile, Yama's ptrace_scope 2 or 3), the runner is
+// forked once ready returned. It runs on the thread that will stay the
+// tracer: the calling goroutine must be locked to it.
+func forkHeld(path string, args []string, dir string, env []string, sys *syscall.SysProcAttr, nnp bool, ready func()) (int, bool) {
+	untraced := &syscall.SysProcAttr{}
+	if sys != nil {
+		*untraced = *sys
+	}
+	traced := *untraced
+	traced.Ptrace = true
+	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: []uintptr{0, 1, 2}, Sys: untraced}
+	if nnp {
+		attr.Sys = &traced
+		pid, err := syscall.ForkExec(path, args, attr)
+		if err == nil {
+			releaseHeld(pid, ready)
+			return pid, true
+		}
+		if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.ENOSYS) {
+			return 0, false // an exec failure: the exec stage reports it
+		}
+		attr.Sys = untraced
+	}
+	ready()
+	pid, err := syscall.ForkExec(path, args, attr)
+	return pid, err == nil
+}
+
+// releaseHeld waits for the held runner's stop at its execve, then for
+// ready, and detaches from it. A runner killed before it stopped is left
+// as it is, unreaped, for the engine (WNOWAIT).
+func releaseHeld(pid int, ready func()) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WSTOPPED|unix.WNOWAIT|unix.WALL, nil)
+		if err != unix.EINTR {
+			if err != nil {
+				return
+			}
+			break
+		}
+	}
+	ready()
+	const cldTrapped = 4 // si_code of a ptrace stop (<asm-generic/siginfo.h>)
+	if info.Code == cldTrapped {
+		// data 0: the SIGTRAP is not delivered.
+		_ = unix.PtraceDetach(pid)
+	}
 }
 
 // IsExecStage reports whether this process is an exec stage.
@@ -88,6 +175,9 @@ func IsExecStage() bool { return isStage(execStageArg0) }
 // either execs or exits with 125 (setup), 126 or 127 (exec) after writing
 // the reason to its stage socket.
 func RunExecStage() {
+	// A closed pipe behind a write must not kill the stage; execve resets
+	// the handler, so the runner gets SIGPIPE's default, not SIG_IGN.
+	reaper.CatchPipe()
 	// Capability sets and the bounding set belong to a thread; exec runs
 	// on this same thread, so what is applied here is what the runner gets.
 	runtime.LockOSThread()
@@ -100,7 +190,8 @@ func RunExecStage() {
 	if err != nil {
 		fail(125, err)
 	}
-	if _, err := restrictRunner(start.Privileges); err != nil { // privileges and the TIOCSTI filter (injection.go)
+	// Privileges, the TIOCSTI filter (injection.go) and Landlock (policy.go).
+	if err := confineRunner(start.Privileges); err != nil {
 		fail(125, err)
 	}
 	// Last, on the thread that execs: the Go runtime unblocked signals on

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"runtime"
 	"strings"
 	"syscall"
@@ -57,15 +56,7 @@ func runPidns(o *Options) (int, error) {
 	sys.Setpgid = o.Terminal
 	// Never unlocked: this goroutine (main) and its thread live until exit.
 	runtime.LockOSThread()
-	// Registered while the init starts (each signal is a runtime round
-	// trip); waitInit reads them only once the init is ready anyway. The
-	// process exits after us, so they are never unregistered.
-	signals := make(chan os.Signal, 64)
-	forwarding := make(chan struct{})
-	go func() {
-		signal.Notify(signals, reaper.HandledSignals()...)
-		close(forwarding)
-	}()
+	sigs := o.signals()
 
 	pid, link, err := spawnStage(initArg0, msgInitStart, initStart{Options: *o, Mask: callerMask}, syscall.ProcAttr{Sys: sys})
 	if err != nil {
@@ -76,7 +67,7 @@ func runPidns(o *Options) (int, error) {
 		link.Close()
 	}
 	if !ready {
-		status := waitInit(pid, nil, nil)
+		status := waitInit(pid)
 		return 125, explainInitFailure(o, err, status)
 	}
 	if userns {
@@ -84,12 +75,14 @@ func runPidns(o *Options) (int, error) {
 	} else {
 		o.logf("mode pidns: new PID and mount namespaces (no user namespace: corral holds CAP_SYS_ADMIN)")
 	}
-	<-forwarding
 	if term != nil { // terminal mode: the init reports the runner's stops (terminal.go)
 		go term.followInit(link, pid)
 		defer term.restore()
 	}
-	return waitInit(pid, signals, term), nil
+	// The init registered every signal before it said ready; what came
+	// here meanwhile waited in the channel and is passed on now.
+	sigs.Wait()
+	return relay(pid, sigs, term), nil
 }
 
 // initFailure is why the init did not become ready: the failure it
@@ -105,35 +98,62 @@ func initFailure(err error, status int) *SetupError {
 	return &SetupError{Step: "start the pidns init", Err: err}
 }
 
-// waitInit forwards signals to the init until it exits, and returns its
-// status. The init is our only child, so waiting for it by pid is exact.
-// term is terminal mode's, or nil.
-func waitInit(pid int, signals <-chan os.Signal, term *terminal) int {
-	done := make(chan unix.WaitStatus, 1)
-	go func() {
-		var ws unix.WaitStatus
-		for {
-			_, err := unix.Wait4(pid, &ws, 0, nil)
-			if !errors.Is(err, unix.EINTR) {
-				break
-			}
-		}
-		done <- ws
-	}()
+// waitInit waits for an init that failed before it was ready.
+func waitInit(pid int) int {
+	var ws unix.WaitStatus
 	for {
-		select {
-		case ws := <-done:
+		_, err := unix.Wait4(pid, &ws, 0, nil)
+		if !errors.Is(err, unix.EINTR) {
 			return reaper.ExitCode(ws)
-		case s := <-signals:
+		}
+	}
+}
+
+// relay passes every signal on to the init until the init exits, and
+// returns its status. It waits with wait4(-1) on SIGCHLD rather than for
+// the init alone: as PID 1 (corral --mode pidns as a container's
+// entrypoint) the kernel hands this process every orphan of its
+// namespace (a `docker exec … &` whose parent left), and they must be
+// reaped, not left as zombies. No goroutine blocks in a syscall here.
+// term is terminal mode's, or nil.
+func relay(init int, sigs *reaper.Signals, term *terminal) int {
+	for {
+		if status, done := reapUntilInit(init); done {
+			return status
+		}
+		select {
+		case <-sigs.Children():
+		case s := <-sigs.Incoming():
 			if term != nil { // terminal mode (terminal.go)
-				term.relay(pid, s.(syscall.Signal))
+				term.relay(init, s.(syscall.Signal))
 				continue
 			}
 			// The init is our unreaped child: its pid cannot be reused.
-			_ = unix.Kill(pid, s.(syscall.Signal))
+			_ = unix.Kill(init, s.(syscall.Signal))
 			if reaper.StopSelfAfter(s.(syscall.Signal)) {
 				_ = unix.Kill(os.Getpid(), unix.SIGSTOP)
 			}
+		}
+	}
+}
+
+// reapUntilInit reaps every child that has exited and reports the init's
+// status once it is among them.
+func reapUntilInit(init int) (int, bool) {
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ECHILD):
+			// Only this loop reaps, so the init cannot have gone unseen;
+			// never wait forever on a child that is not there.
+			return 1, true
+		case err != nil || pid <= 0:
+			return 0, false
+		case pid == init:
+			return reaper.ExitCode(ws), true
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/corral-sh/corral/reaper"
 	"golang.org/x/sys/unix"
 )
 
@@ -13,6 +14,11 @@ func IsInit() bool { return isStage(initArg0) }
 // RunInit sets up the new namespaces and runs the engine as PID 1. It
 // never returns.
 func RunInit() {
+	// First: the host passes signals on as soon as this init says ready,
+	// and a process inside the namespace may send any once the runner
+	// runs. The registration goes on while the namespaces are set up, and
+	// is complete before the init says so.
+	sigs := reaper.CatchSignals()
 	var start initStart
 	link, err := openStage(msgInitStart, &start)
 	if err != nil {
@@ -22,24 +28,39 @@ func RunInit() {
 	o := start.Options
 	callerMask = start.Mask
 	o.Stderr = os.Stderr
+	o.Signals = sigs
+	// The starter thread drops the runner's privileges while the
+	// namespaces are set up and the signals registered.
+	o.prepareStart()
 	if err := setupNamespaces(&o); err != nil {
 		link.fail(err)
 		os.Exit(125)
 	}
-	// Closed before the engine starts anything: the runner must not hold it.
-	if err := link.ready(); err != nil {
-		fmt.Fprintf(os.Stderr, "corral: init: report ready: %v\n", err)
-		os.Exit(125)
-	}
+	// "ready" once every signal is registered: the host passes signals on
+	// from then. The engine sets up and execs the runner meanwhile (held
+	// until the same moment, see forkHeld), and this init never exits
+	// before it said ready: the host takes an init that ends without
+	// saying it for a namespace that could not be made.
+	said := make(chan struct{})
 	if o.Terminal {
 		// Terminal mode: the runner's stops go to the host side on the
-		// link (terminal.go); it is close-on-exec, so the runner does
-		// not hold it either.
-		o.jobs = initJobs{link: link}
-	} else {
-		link.Close()
+		// link (terminal.go), after "ready"; it is close-on-exec, so the
+		// runner does not hold it.
+		o.jobs = initJobs{link: link, said: said}
 	}
+	go func() {
+		sigs.Wait()
+		if err := link.ready(); err != nil {
+			fmt.Fprintf(os.Stderr, "corral: init: report ready: %v\n", err)
+		}
+		if !o.Terminal {
+			link.Close()
+		}
+		close(said)
+	}()
+	sigs.WaitUrgent() // before the engine's first write to stderr
 	status, err := runEngine(&o, true)
+	<-said
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "corral: %v\n", err)
 	}

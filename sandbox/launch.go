@@ -15,6 +15,9 @@ func Launch(o Options) (int, error) {
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
+	if err := o.startPolicy(); err != nil { // policy.go
+		return 125, err
+	}
 	switch o.Mode {
 	case ModeSubreaper:
 		if o.Namespaces.any() {
@@ -49,12 +52,14 @@ func (u *unavailableError) Unwrap() error { return u.SetupError }
 
 func (o *Options) logf(format string, a ...any) {
 	if o.Verbose {
+		o.signals().WaitUrgent() // a closed stderr must not kill corral
 		fmt.Fprintf(o.Stderr, "corral: "+format+"\n", a...)
 	}
 }
 
 // runEngine runs the reaper engine in this process.
 func runEngine(o *Options, ownsNamespace bool) (int, error) {
+	o.prepareStart()
 	var state *statefile.Writer
 	if o.StatePath != "" {
 		state = statefile.Open(o.StatePath, o.Stderr)
@@ -68,7 +73,10 @@ func runEngine(o *Options, ownsNamespace bool) (int, error) {
 		Start:         func() (int, error) { return startRunner(o) },
 		Grace:         o.Grace,
 		Poll:          o.Poll,
+		Timeout:       o.Timeout,
 		State:         state,
+		Signals:       o.signals(),
+		StartHolds:    true,
 		OwnsNamespace: ownsNamespace,
 		OwnsProcess:   true,
 		JobControl:    o.jobs,

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/corral-sh/corral/internal/landlock"
 	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/reaper"
 )
@@ -54,6 +55,27 @@ type Options struct {
 	// caller's shell waits on decides it, and the init is told.
 	Terminal bool
 	jobs     reaper.JobControl // terminal mode's job control for the engine; nil otherwise
+
+	// Signals is the process's signal registration (reaper.CatchSignals),
+	// made at its start; nil: made when needed.
+	Signals *reaper.Signals `json:"-"`
+
+	starter *starter // the thread the runner is forked from (prepareStart)
+
+	// The sandbox policy beyond Privileges.Landlock (policy.go).
+	Timeout       time.Duration // the engine cancels the run this long after the runner started; 0: never
+	DieWithParent bool          // the host side cancels the run when corral's parent exits
+	// Parent is corral's parent as found at corral's start (WatchParent),
+	// for DieWithParent; nil: taken when Launch starts.
+	Parent *ParentWatch `json:"-"`
+}
+
+// signals returns the process's registration, making it if needed.
+func (o *Options) signals() *reaper.Signals {
+	if o.Signals == nil {
+		o.Signals = reaper.CatchSignals()
+	}
+	return o.Signals
 }
 
 // Privileges are applied to the runner alone, on the thread it is forked or
@@ -63,6 +85,9 @@ type Privileges struct {
 	Keep          []int
 	AllowNewPrivs bool
 	Rlimits       []Rlimit
+	// Landlock is the filesystem and IPC policy (--writable, --read-only,
+	// --hide, --isolate-ipc), enforced on the same thread (policy.go).
+	Landlock landlock.Policy
 }
 
 // Namespaces beyond the PID and mount namespaces pidns mode always makes.

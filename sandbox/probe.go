@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/corral-sh/corral/reaper"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
 )
@@ -55,6 +56,7 @@ func Probe() ProbeReport {
 		probeLandlock(),
 		withNoNewPrivsNote(probeInjectionFilter()), // injection.go, diagnose.go
 	)
+	r.Checks = append(r.Checks, probePolicy()...) // policyprobe.go
 
 	r.AutoMode, r.Reason = ModePidns, "new PID and mount namespaces and a fresh /proc work here"
 	if userns {
@@ -103,6 +105,7 @@ func IsProbe() bool { return isStage(probeArg0) }
 
 // RunProbeChild tries one step and reports; it never returns.
 func RunProbeChild() {
+	reaper.CatchPipe()
 	var spec probeStart
 	link, err := openStage(msgProbeStart, &spec)
 	if err != nil {

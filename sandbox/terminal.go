@@ -200,9 +200,13 @@ func (t *terminal) followInit(link *stageLink, init int) {
 // from inside its namespace, and the caller's shell waits on the host side,
 // so a stop of the runner is reported there, with whether the terminal's
 // foreground is inside the namespace (a group outside reads as 0).
-type initJobs struct{ link *stageLink }
+type initJobs struct {
+	link *stageLink
+	said <-chan struct{} // closed once "ready" is on the link: the host reads that first
+}
 
 func (j initJobs) RunnerStopped(sig syscall.Signal) bool {
+	<-j.said
 	fg, err := tcgetpgrp(0)
 	payload, merr := wire.Marshal(runnerStopped{Signal: int(sig), Inside: err == nil && fg > 0})
 	if merr == nil {

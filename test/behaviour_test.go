@@ -29,7 +29,6 @@ func TestCancelSignalFromOutside(t *testing.T) {
 			{"term-runner-ignores-it", syscall.SIGTERM, []string{"-ignore-term"}, 137, true},
 			{"term-runner-dies", syscall.SIGTERM, nil, 128 + 15, false},
 			{"int-runner-dies", syscall.SIGINT, nil, 128 + 2, false},
-			{"hup-runner-dies", syscall.SIGHUP, nil, 128 + 1, false},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()

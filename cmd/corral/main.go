@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/corral-sh/corral/cmd/corral/internal/early"
 	"github.com/corral-sh/corral/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -32,12 +33,20 @@ func main() {
 	case sandbox.IsProbe():
 		sandbox.RunProbeChild()
 	}
+	if wantsParentWatch(os.Args[1:]) {
+		// --die-with-parent: before anything else (policy.go).
+		parentAtStart = sandbox.WatchParent()
+	}
 	if err := warmPoller(); err != nil {
 		fmt.Fprintf(os.Stderr, "corral: %v\n", err)
 		os.Exit(exitSetup)
 	}
 	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }
+
+// subcommands are the commands that do not run a runner (see also package
+// early, which must agree).
+var subcommands = map[string]bool{"version": true, "probe": true, "spec": true}
 
 func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
 	if len(args) > 0 {
@@ -52,6 +61,10 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		}
 	}
 	opts, notes, err := parseRunNoted(args, lookup)
+	if err != nil && early.Signals != nil {
+		// Before anything is written: a closed pipe must not kill corral.
+		early.Signals.WaitUrgent()
+	}
 	switch {
 	case err == errHelp:
 		fmt.Fprint(stdout, helpText)
@@ -66,8 +79,13 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 			fmt.Fprintf(stderr, "corral: %s\n", n)
 		}
 	}
+	opts.Signals = early.Signals
+	opts.Parent = takeParent(opts.DieWithParent)
 	status, err := sandbox.Launch(opts)
 	if err != nil {
+		if early.Signals != nil {
+			early.Signals.WaitUrgent()
+		}
 		fmt.Fprintf(stderr, "corral: %v\n", err)
 		if status == 0 {
 			status = exitSetup

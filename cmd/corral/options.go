@@ -77,6 +77,7 @@ func parseRunWith(args []string, lookup func(string) (string, bool), notes *[]st
 	fs.BoolVar(&verbose, "verbose", false, "")
 	fs.BoolVar(&help, "h", false, "")
 	fs.BoolVar(&help, "help", false, "")
+	policy := registerPolicyFlags(fs) // policy.go
 	if err := fs.Parse(args); err != nil {
 		// The flag package repeats the whole of an unknown flag or a bad
 		// boolean: keep a pasted megabyte off the terminal.
@@ -187,6 +188,10 @@ func parseRunWith(args []string, lookup func(string) (string, bool), notes *[]st
 		return o, fmt.Errorf("--net: unknown value %s: want host or none", bounds.Quote(net))
 	}
 
+	if err := policy.apply(&o, set, lookup); err != nil {
+		return o, err
+	}
+
 	command := fs.Args()
 	switch {
 	case cfg != nil && cfg.Args != nil && len(command) > 0:
@@ -238,7 +243,7 @@ func firstEnv(names []string, lookup func(string) (string, bool)) (string, bool)
 // runnerEnv is the caller's environment without corral's own settings.
 func runnerEnv(environ []string) []string {
 	own := map[string]bool{}
-	for _, names := range [][]string{envMode, envState, envGrace, envPoll, envVerbose} {
+	for _, names := range [][]string{envMode, envState, envGrace, envPoll, envVerbose, envTimeout} {
 		for _, n := range names {
 			own[n] = true
 		}

@@ -56,46 +56,84 @@ func sameProcess(pid int, start uint64) bool {
 // SignalDescendants walks the tree below root as Descendants does and
 // signals every live process as it finds it, with SIGCONT to stopped ones
 // unless sig is SIGKILL. It returns the number of live processes found.
+func SignalDescendants(root int, sig syscall.Signal) int {
+	n, _ := SignalTree(root, sig, nil)
+	return n
+}
+
+// SignalTree is SignalDescendants with a filter: want, when not nil, is
+// asked about every live process found and only those it accepts are
+// signalled. It returns the number of live processes found, and an error
+// (see Blinding) when part of the tree could not be seen.
 //
 // It opens each child's pidfd first and reads its stat second: the stat
 // that proves the process is the parent's child then also proves the pidfd
 // is that process (a pid reused before pidfd_open shows another parent or
 // is gone), so one stat read serves both the walk and the identity check.
-func SignalDescendants(root int, sig syscall.Signal) int {
+func SignalTree(root int, sig syscall.Signal, want func(Stat) bool) (int, error) {
 	src := System()
 	n := 0
-	if !pidfdWorks() {
-		for _, st := range Descendants(src, root) {
-			if !st.Zombie() {
-				n++
-				_ = Signal(st.PID, st.StartTime, sig)
-				if st.Stopped() && sig != unix.SIGKILL {
-					_ = Signal(st.PID, st.StartTime, unix.SIGCONT)
-				}
-			}
+	send := func(st Stat, signal func(syscall.Signal)) {
+		if st.Zombie() {
+			return
 		}
-		return n
+		n++
+		if want != nil && !want(st) {
+			return
+		}
+		signal(sig)
+		if st.Stopped() && sig != unix.SIGKILL {
+			signal(unix.SIGCONT)
+		}
 	}
-	walk(src, root, func(pid, parent int) (Stat, bool) {
+	if !pidfdWorks() {
+		var blind error
+		err := walk(src, root, func(pid, parent int) (Stat, bool) {
+			st, err := src.Stat(pid)
+			if err != nil && Blinding(err) && blind == nil {
+				blind = err
+			}
+			if err != nil || st.PPID != parent {
+				return st, false
+			}
+			send(st, func(s syscall.Signal) { _ = Signal(st.PID, st.StartTime, s) })
+			return st, true
+		})
+		return n, errors.Join(err, blind)
+	}
+	var blind error
+	err := walk(src, root, func(pid, parent int) (Stat, bool) {
 		fd, err := unix.PidfdOpen(pid, 0)
 		if err != nil {
-			return Stat{}, false // gone
+			if Blinding(err) && blind == nil {
+				blind = err
+			}
+			return Stat{}, false // gone, or not to be seen
 		}
 		defer unix.Close(fd)
 		st, err := src.Stat(pid)
+		if err != nil && Blinding(err) && blind == nil {
+			blind = err
+		}
 		if err != nil || st.PPID != parent {
 			return st, false
 		}
-		if !st.Zombie() {
-			n++
-			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
-			if st.Stopped() && sig != unix.SIGKILL {
-				_ = unix.PidfdSendSignal(fd, unix.SIGCONT, nil, 0)
-			}
-		}
+		send(st, func(s syscall.Signal) { _ = unix.PidfdSendSignal(fd, s, nil, 0) })
 		return st, true
 	})
-	return n
+	if err == nil {
+		err = blind
+	}
+	return n, err
+}
+
+// Prepare settles, while descriptors are plentiful, the one-time choices
+// the walks make (whether pidfds work, whether children files exist), so
+// that a later walk under a lowered RLIMIT_NOFILE does not settle them
+// wrongly.
+func Prepare() {
+	System()
+	pidfdWorks()
 }
 
 var pidfdWorks = sync.OnceValue(func() bool {

@@ -1,9 +1,13 @@
 package proc
 
 import (
+	"bytes"
+	"errors"
 	"os"
 	"strconv"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Source answers the two questions a tree walk asks. System() reads the
@@ -23,7 +27,7 @@ type Source interface {
 // Processes that vanish mid-walk are skipped, not errors.
 func Descendants(src Source, root int) []Stat {
 	var out []Stat
-	walk(src, root, func(pid, parent int) (Stat, bool) {
+	_ = walk(src, root, func(pid, parent int) (Stat, bool) {
 		st, err := src.Stat(pid)
 		if err != nil || st.PPID != parent {
 			return st, false
@@ -37,9 +41,14 @@ func Descendants(src Source, root int) []Stat {
 // walk visits each process below root once, breadth first. visit is given
 // a pid listed as a child of parent; it returns the child's stat and
 // whether it really is parent's child, and only then is it walked.
-func walk(src Source, root int, visit func(pid, parent int) (Stat, bool)) {
+//
+// It returns the first error that means the walk could not see part of
+// the tree: a children list that could not be read for another reason
+// than its process having gone (EMFILE when the descriptors run out).
+func walk(src Source, root int, visit func(pid, parent int) (Stat, bool)) error {
 	queue := []Stat{{PID: root}}
 	seen := map[int]bool{root: true}
+	var firstErr error
 	for len(queue) > 0 {
 		parent := queue[0]
 		queue = queue[1:]
@@ -53,6 +62,9 @@ func walk(src Source, root int, visit func(pid, parent int) (Stat, bool)) {
 			kids, err = src.Children(parent.PID)
 		}
 		if err != nil {
+			if firstErr == nil && Blinding(err) {
+				firstErr = err
+			}
 			continue
 		}
 		for _, pid := range kids {
@@ -65,6 +77,14 @@ func walk(src Source, root int, visit func(pid, parent int) (Stat, bool)) {
 			}
 		}
 	}
+	return firstErr
+}
+
+// Blinding reports whether err means /proc could not be read because
+// corral ran out of something (descriptors, memory), not because the
+// process read has gone: the tree is then not fully seen.
+func Blinding(err error) bool {
+	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) || errors.Is(err, unix.ENOMEM)
 }
 
 // Table is a Source over a fixed snapshot of stat records.
@@ -148,6 +168,9 @@ func (s liveSource) Children(pid int) ([]int, error) {
 		}
 		k, err := s.threadChildren(pid, tid)
 		if err != nil {
+			if Blinding(err) {
+				return kids, err
+			}
 			continue // the thread exited meanwhile
 		}
 		kids = append(kids, k...)
@@ -196,7 +219,8 @@ func (scanningSource) Children(pid int) ([]int, error) {
 
 func (scanningSource) Stat(pid int) (Stat, error) { return ReadStat(pid) }
 
-// ChildrenOf lists the direct children of pid in the live /proc.
+// ChildrenOf lists the direct children of pid in the live /proc. An error
+// means the list is not complete.
 func ChildrenOf(pid int) ([]Stat, error) {
 	src := System()
 	kids, err := src.Children(pid)
@@ -206,6 +230,9 @@ func ChildrenOf(pid int) ([]Stat, error) {
 	out := make([]Stat, 0, len(kids))
 	for _, k := range kids {
 		st, err := src.Stat(k)
+		if err != nil && Blinding(err) {
+			return out, err
+		}
 		if err != nil || st.PPID != pid {
 			continue
 		}
@@ -213,3 +240,52 @@ func ChildrenOf(pid int) ([]Stat, error) {
 	}
 	return out, nil
 }
+
+// ChildrenFile is one thread's children file, held open so that it can be
+// read again when no new descriptor can be opened (a runner with the
+// engine's uid can lower its RLIMIT_NOFILE to 3:3 with prlimit). The
+// kernel regenerates a /proc seq file on each read from offset 0.
+type ChildrenFile struct {
+	fd  int
+	buf []byte
+}
+
+// OpenChildrenFile opens /proc/PID/task/TID/children.
+func OpenChildrenFile(pid, tid int) (*ChildrenFile, error) {
+	fd, err := unix.Open(childrenPath(pid, tid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: childrenPath(pid, tid), Err: err}
+	}
+	return &ChildrenFile{fd: fd, buf: make([]byte, 4096)}, nil
+}
+
+// Read returns the pids the file lists now, with no new descriptor.
+func (c *ChildrenFile) Read() ([]int, error) {
+	n := 0
+	for {
+		if n == len(c.buf) {
+			c.buf = append(c.buf, make([]byte, len(c.buf))...)
+		}
+		m, err := unix.Pread(c.fd, c.buf[n:], int64(n))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	var kids []int
+	for _, f := range bytes.Fields(c.buf[:n]) {
+		if v, ok := atoi(f); ok {
+			kids = append(kids, v)
+		}
+	}
+	return kids, nil
+}
+
+// Close closes the file.
+func (c *ChildrenFile) Close() error { return unix.Close(c.fd) }

@@ -3,8 +3,14 @@ package proc
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func pids(stats []Stat) []int {
@@ -104,5 +110,62 @@ func TestLiveDescendantsMatchFullScan(t *testing.T) {
 	self, err := ChildrenOf(os.Getpid())
 	if err != nil || !slices.ContainsFunc(self, func(s Stat) bool { return s.PID == cmd.Process.Pid }) {
 		t.Fatalf("ChildrenOf(self) = %v, %v: want the shell", self, err)
+	}
+}
+
+// A children file held open lists the children as they are at each read,
+// and keeps working when no descriptor can be opened any more. Orphans are
+// handed to the subreaper's leader thread, whichever thread the test runs on.
+func TestChildrenFileRereads(t *testing.T) {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	leader, err := OpenChildrenFile(os.Getpid(), os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leader.Close()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	orphan := func() int {
+		// Not os/exec: its Wait would also wait for the orphan.
+		sh, err := syscall.ForkExec("/bin/sh", []string{"sh", "-c", "sleep 30 & echo $! >" + pidFile}, &syscall.ProcAttr{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(sh, &ws, 0, nil); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := os.ReadFile(pidFile)
+		pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = unix.Kill(pid, unix.SIGKILL)
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(pid, &ws, 0, nil)
+		})
+		return pid
+	}
+	a := orphan()
+	kids, err := leader.Read()
+	if err != nil || !slices.Contains(kids, a) {
+		t.Fatalf("after the first orphan: %v %v, want %d listed", kids, err, a)
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	b := orphan()
+	low := unix.Rlimit{Cur: 3, Max: lim.Max}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	kids, err = leader.Read()
+	_ = unix.Setrlimit(unix.RLIMIT_NOFILE, &lim)
+	if err != nil || !slices.Contains(kids, a) || !slices.Contains(kids, b) {
+		t.Fatalf("with RLIMIT_NOFILE 3: %v %v, want %d and %d listed", kids, err, a, b)
 	}
 }

@@ -87,6 +87,12 @@ Commands:
                                  namespace, move the cloning thread into the
                                  v1 pids cgroup DIR, full: that clone fails
                                  with the kernel's own EAGAIN
+  catch  [-log F] [-keep SIGS] [-exit SIGS] [-- CHILD]
+                                 append the name of each caught signal to F; keep
+                                 running on those of -keep, exit 100+signal on the
+                                 first of -exit; CHILD is started in a new session
+  sigparent [-sig SIG]           send SIG to the parent first thing; exit 0 once
+                                 it comes back, 3 if it does not within 10 s
 
 Flags every command accepts (applied in this order):
   -ignore-term         ignore SIGTERM
@@ -200,6 +206,12 @@ func init() {
 		"tty-caller":         cmdTTYCaller, // terminal.go
 		"deny-namespaces":    cmdDenyNamespaces,
 		"pids-full-at-clone": cmdPidsFullAtClone,
+		// Sandbox policy (policy.go).
+		"try":           cmdTry,
+		"deny-landlock": cmdDenyLandlock,
+		"pidns-reaper":  cmdPidnsReaper,
+		"orphan-exec":   cmdOrphanExec,
+		"thread-parent": cmdThreadParent,
 	}
 }
 
@@ -995,4 +1007,98 @@ func pidsInner(args []string) error {
 	unix.Close(int(listener))
 	unix.Close(3)
 	return unix.Exec(args[0], args, os.Environ())
+}
+
+// Commands the containment tests use (test/containment_test.go).
+func init() {
+	commands["catch"] = cmdCatch
+	commands["sigparent"] = cmdSigparent
+}
+
+// cmdCatch logs the signals it is told to catch: those of -keep are
+// logged and it keeps running (a service reloading on SIGHUP), the first
+// of -exit is logged and it exits with 100+signal. With a child command
+// after --, it first starts that child in a new session and waits until
+// it is ready.
+func cmdCatch(fs *flag.FlagSet) func(*common) error {
+	logFile := fs.String("log", "", "file to append each caught signal's name to")
+	keep := fs.String("keep", "", "comma-separated signals to log and keep running")
+	exit := fs.String("exit", "", "comma-separated signals to log and exit 100+signal on")
+	return func(c *common) error {
+		if err := c.setup(false); err != nil {
+			return err
+		}
+		parse := func(list string) (map[os.Signal]bool, error) {
+			out := map[os.Signal]bool{}
+			for _, name := range strings.Split(list, ",") {
+				if name == "" {
+					continue
+				}
+				sig, err := parseSignal(name)
+				if err != nil {
+					return nil, err
+				}
+				out[sig] = true
+			}
+			return out, nil
+		}
+		keepSet, err := parse(*keep)
+		if err != nil {
+			return err
+		}
+		exitSet, err := parse(*exit)
+		if err != nil {
+			return err
+		}
+		ch := make(chan os.Signal, 16)
+		for s := range keepSet {
+			signal.Notify(ch, s)
+		}
+		for s := range exitSet {
+			signal.Notify(ch, s)
+		}
+		if len(c.args) > 0 {
+			if _, err := (spawnOptions{count: 1, setsid: true}).start(c.args); err != nil {
+				return err
+			}
+		}
+		if err := c.becomeReady(); err != nil {
+			return err
+		}
+		for s := range ch {
+			if *logFile != "" {
+				appendLine(*logFile, unix.SignalName(s.(syscall.Signal)))
+			}
+			if exitSet[s] {
+				os.Exit(100 + int(s.(syscall.Signal)))
+			}
+		}
+		return nil
+	}
+}
+
+// cmdSigparent sends a signal to its parent first thing, then waits (at
+// most 10 s) for the signal to come back: a runner probing whether corral
+// forwards what it receives in the runner's first instants.
+func cmdSigparent(fs *flag.FlagSet) func(*common) error {
+	name := fs.String("sig", "USR1", "signal to send to the parent")
+	return func(c *common) error {
+		sig, err := parseSignal(*name)
+		if err != nil {
+			return err
+		}
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, sig)
+		if err := unix.Kill(os.Getppid(), sig); err != nil {
+			return fmt.Errorf("kill parent %d: %w", os.Getppid(), err)
+		}
+		select {
+		case <-ch:
+			os.Exit(0)
+		case <-time.After(10 * time.Second):
+			fmt.Fprintf(os.Stderr, "helper: %s sent to the parent never came back\n", unix.SignalName(sig))
+			os.Exit(3)
+		}
+		return nil
+	}
 }

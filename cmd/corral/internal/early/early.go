@@ -1,0 +1,37 @@
+// Package early starts, for a run, the registration of every signal corral
+// handles (reaper.CatchSignals), in its package initialisation: before
+// main, and before every package that sorts after it (the Go runtime
+// initialises packages in import-path order once their imports are done),
+// so that as few signals as possible find the Go runtime's default (a
+// goroutine dump for SIGQUIT, death for SIGTERM or a closed pipe's
+// SIGPIPE), and the registration, which goes on in the background, gets a
+// head start on the launch.
+package early
+
+import (
+	"os"
+	"strings"
+
+	"github.com/corral-sh/corral/reaper"
+)
+
+// Signals is the registration, nil when this process is not a run: a
+// subcommand, a stage corral re-executes itself as (each makes its own),
+// or a test binary.
+var Signals *reaper.Signals
+
+// subcommands do not run a runner; they keep the signal dispositions of a
+// plain command-line tool.
+var subcommands = map[string]bool{"version": true, "probe": true, "spec": true}
+
+func init() {
+	if len(os.Args) == 1 && strings.HasPrefix(os.Args[0], "corral [") { // a stage: see package sandbox
+		return
+	}
+	if strings.HasSuffix(os.Args[0], ".test") {
+		return
+	}
+	if args := os.Args[1:]; len(args) == 0 || !subcommands[args[0]] {
+		Signals = reaper.CatchSignals()
+	}
+}
