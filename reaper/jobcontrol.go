@@ -44,8 +44,9 @@ type jobControl struct {
 // runnerStopped acts on wait4's report that the runner stopped by sig.
 func (e *engine) runnerStopped(sig syscall.Signal) {
 	j := e.jobs
-	if e.phase != phaseRunning {
-		// Teardown signals the tree, SIGCONT included: stopping the job
+	if e.phase != phaseRunning && e.phase != phaseStarting {
+		// Starting: the runner exists (wait4 reported it) and the phase
+		// moves to running once its start is processed. Teardown signals the tree, SIGCONT included: stopping the job
 		// now would only hold the teardown up.
 		return
 	}
