@@ -170,9 +170,6 @@ func Run(cfg Config) (Result, error) {
 			defer sig.Stop()
 		}
 	}
-	// Before the first write to stderr, and before a cancel could be
-	// missed.
-	sig.WaitUrgent()
 	if cfg.OwnsProcess {
 		// The engine's live heap is small (its accounting and one walk of
 		// the tree), but walks and ticks leave garbage, and at the default
@@ -205,6 +202,9 @@ func Run(cfg Config) (Result, error) {
 	}
 	e.timer = time.NewTimer(time.Hour)
 	e.timer.Stop()
+	// Before the first write to stderr (the state writer's warning), and
+	// before deciding whether the run was cancelled.
+	sig.WaitUrgent()
 	e.writeState()
 
 	// Every signal must be registered before the runner exists: one it
