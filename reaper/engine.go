@@ -28,6 +28,11 @@ type Config struct {
 	Grace time.Duration // from the first teardown signal to SIGKILL
 	Poll  time.Duration // state refresh interval; the engine is idle otherwise
 
+	// Timeout, when positive, cancels the run that long after the runner
+	// started, as if SIGTERM had arrived, and the run's status is then
+	// ExitTimeout (timeout.go). Zero: no timer exists.
+	Timeout time.Duration
+
 	State *statefile.Writer // nil: no state file
 
 	// Signals is this process's registration (CatchSignals), made as early
@@ -61,6 +66,10 @@ type Config struct {
 	// KillAll could not reach; an error is logged and the walk does the
 	// work. Emptiness is still decided by wait4 (ECHILD).
 	KillAll func() error
+
+	// JobControl, when set, is terminal mode: the runner holds the
+	// terminal's foreground in a process group of its own (jobcontrol.go).
+	JobControl JobControl
 
 	Stderr io.Writer                     // where the one-line runner errors go
 	Logf   func(format string, a ...any) // -v diagnostics; nil: silent
@@ -143,6 +152,7 @@ type engine struct {
 	lastScan time.Time
 	nextTick time.Time // zero: no state refresh pending
 	timer    *time.Timer
+	deadline deadline // Config.Timeout (timeout.go)
 
 	nofile unix.Rlimit // RLIMIT_NOFILE before the runner started
 	blind  bool        // the last walk could not see the whole tree
@@ -151,6 +161,9 @@ type engine struct {
 	blindTerm bool
 
 	written *statefile.Document // last document on disk, to skip identical writes
+
+	jobs *jobControl // terminal mode; nil otherwise
+	cut  bool        // a second cancel ended the grace early
 }
 
 // Run starts the runner and supervises its tree until the tree is empty.
@@ -182,6 +195,9 @@ func Run(cfg Config) (Result, error) {
 	e := &engine{
 		cfg: cfg, sig: sig, self: os.Getpid(), phase: phaseStarting, acct: newAccounting(-1),
 		blindSent: map[int]bool{}, signalled: map[procID]string{},
+	}
+	if cfg.JobControl != nil { // terminal mode (jobcontrol.go)
+		e.jobs = &jobControl{JobControl: cfg.JobControl}
 	}
 	if e.self != 1 {
 		// As PID 1 the kernel already hands us every orphan of the
@@ -239,13 +255,15 @@ func Run(cfg Config) (Result, error) {
 	e.acct.runner = pid
 	e.cfg.Logf("runner started as pid %d", pid)
 	e.push(evStarted)
+	e.startDeadline()
+	defer e.stopDeadline()
 	for _, s := range held {
 		e.onSignal(s)
 	}
 	e.reap()
 	e.advance()
 	e.loop()
-	return Result{ExitCode: e.acct.runnerExitCode, TerminationSignal: e.termSignal, Escalated: e.escalated}, nil
+	return Result{ExitCode: e.exitCode(), TerminationSignal: e.termSignal, Escalated: e.escalated}, nil
 }
 
 // cancelledBeforeStart ends a run whose runner never started.
@@ -273,6 +291,8 @@ func (e *engine) loop() {
 			e.onSignal(s.(syscall.Signal))
 		case <-e.timer.C:
 			e.onTimer(time.Now())
+		case <-e.deadline.c: // nil without a timeout
+			e.onDeadline()
 		}
 		e.advance()
 	}
@@ -334,7 +354,13 @@ func (e *engine) onSignal(s syscall.Signal) {
 			e.termSignal = s
 		}
 		e.cfg.Logf("received %s", unix.SignalName(s))
+		if e.phase == phaseTerminating {
+			e.cut = true
+		}
 		e.push(evCancel)
+		return
+	}
+	if e.jobs != nil && e.jobSignal(s) { // terminal mode (jobcontrol.go)
 		return
 	}
 	if !e.acct.runnerReaped {
@@ -447,7 +473,7 @@ func (e *engine) termRound(now time.Time) {
 		e.blindRound(sig, err)
 	}
 	if sent > 0 && !e.lastScan.IsZero() {
-		e.cfg.Logf("teardown: %s to %d processes that joined the tree", unix.SignalName(sig), sent)
+		e.cfg.Logf("teardown: %s to %s that joined the tree", unix.SignalName(sig), processes(sent))
 	}
 	e.lastScan = now
 	if e.scanStep == 0 {
@@ -479,7 +505,11 @@ func (e *engine) killRound(now time.Time) {
 	}
 	if !e.escalated && (n > 0 || err != nil) {
 		e.escalated = true
-		e.cfg.Logf("grace over: SIGKILL to %d processes", n)
+		why := "grace over"
+		if e.cut {
+			why = "second cancelling signal, grace cut short"
+		}
+		e.cfg.Logf("%s: SIGKILL to %s", why, processes(n))
 	}
 	e.lastScan = now
 	e.nextScan = now.Add(killEvery)
@@ -579,9 +609,13 @@ func (e *engine) restoreNOFILE() bool {
 // nothing more. __WALL includes children that do not signal their exit.
 // It needs no descriptor and no memory beyond the accounting.
 func (e *engine) reap() {
+	flags := unix.WNOHANG | unix.WALL
+	if e.jobs != nil {
+		flags |= unix.WUNTRACED // terminal mode: the runner's stops (jobcontrol.go)
+	}
 	for {
 		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, nil)
+		pid, err := unix.Wait4(-1, &ws, flags, nil)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -594,6 +628,12 @@ func (e *engine) reap() {
 		}
 		if err != nil || pid <= 0 {
 			return
+		}
+		if ws.Stopped() { // only with WUNTRACED, in terminal mode
+			if pid == e.acct.runner && !e.acct.runnerReaped {
+				e.runnerStopped(ws.StopSignal())
+			}
+			continue
 		}
 		code := ExitCode(ws)
 		delete(e.blindSent, pid) // the pid may now be reused
@@ -632,7 +672,7 @@ func (e *engine) document() statefile.Document {
 		ReapedOrphansTotal:    a.reapedOrphans,
 	}
 	if a.runnerReaped {
-		code := a.runnerExitCode
+		code := e.exitCode()
 		doc.RunnerExitCode = &code
 	}
 	if e.termSignal != 0 {
@@ -663,4 +703,12 @@ func sameDocument(a, b statefile.Document) bool {
 	a.RunnerExitCode, b.RunnerExitCode = nil, nil
 	a.TerminationSignal, b.TerminationSignal = nil, nil
 	return a == b
+}
+
+// processes is "1 process" or "N processes", for -v lines.
+func processes(n int) string {
+	if n == 1 {
+		return "1 process"
+	}
+	return fmt.Sprintf("%d processes", n)
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"github.com/corral-sh/corral/internal/bounds"
 	"strings"
 
 	"github.com/moby/sys/capability"
@@ -19,12 +20,12 @@ func ParseCap(name string) (int, error) {
 	for _, c := range capability.ListKnown() {
 		if c.String() == want {
 			if c > last {
-				return 0, fmt.Errorf("capability %q is not supported by this kernel", name)
+				return 0, fmt.Errorf("capability %s is not supported by this kernel", bounds.Quote(name))
 			}
 			return int(c), nil
 		}
 	}
-	return 0, fmt.Errorf("unknown capability %q: see capabilities(7), e.g. NET_BIND_SERVICE", name)
+	return 0, fmt.Errorf("unknown capability %s: see capabilities(7), e.g. NET_BIND_SERVICE", bounds.Quote(name))
 }
 
 // capName is the capabilities(7) name of c, e.g. CAP_NET_BIND_SERVICE.

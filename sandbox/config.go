@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/corral-sh/corral/internal/bounds"
 	"io"
 	"os"
 	"path/filepath"
@@ -36,6 +37,7 @@ type Config struct {
 	NoNewPrivs *bool
 	Rlimits    []Rlimit   // process.rlimits, in file order, one per resource
 	Namespaces Namespaces // linux.namespaces and hostname
+	ReadOnly   bool       // root.readonly, with root.path "/": --read-only (config_policy.go)
 }
 
 // ConfigError names the JSON path of a config field corral refuses.
@@ -46,6 +48,10 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string {
+	if len(e.Path) > 128 {
+		// A key is the user's text too: never echo a pasted megabyte.
+		e = &ConfigError{Path: fmt.Sprintf("%s... (%d bytes)", e.Path[:128], len(e.Path)), Unsupported: e.Unsupported, Reason: e.Reason}
+	}
 	if e.Unsupported {
 		if e.Reason == "" {
 			return "unsupported: " + e.Path
@@ -98,11 +104,66 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err := json.Unmarshal(data, &spec); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && typeErr.Field != "" {
-			return nil, &ConfigError{Path: typeErr.Field, Reason: fmt.Sprintf("a JSON %s is not a %s", typeErr.Value, typeName(typeErr.Type))}
+			return nil, &ConfigError{Path: concretePath(top, typeErr.Field, typeErr.Value), Reason: fmt.Sprintf("a JSON %s is not a %s", typeErr.Value, typeName(typeErr.Type))}
 		}
 		return nil, err
 	}
 	return translate(&spec, top)
+}
+
+// concretePath finds, in the raw document, the value a specs-go type error
+// is about: encoding/json names the field without list indices
+// ("process.rlimits.soft"), so the first element of each list whose value
+// there has the wrong JSON kind is the one (process.rlimits[1].soft).
+func concretePath(top map[string]any, field, value string) string {
+	kind, _, _ := strings.Cut(value, " ") // "number -1" for a negative uint
+	if p, ok := findKind(top, strings.Split(field, "."), "", kind); ok {
+		return p
+	}
+	return field
+}
+
+func findKind(v any, parts []string, prefix, kind string) (string, bool) {
+	if list, ok := v.([]any); ok && (len(parts) > 0 || kind != "array") {
+		for i, el := range list {
+			if p, ok := findKind(el, parts, fmt.Sprintf("%s[%d]", prefix, i), kind); ok {
+				return p, true
+			}
+		}
+		return "", false
+	}
+	if len(parts) == 0 {
+		return prefix, jsonKind(v) == kind
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	child, ok := obj[parts[0]]
+	if !ok {
+		return "", false
+	}
+	p := parts[0]
+	if prefix != "" {
+		p = prefix + "." + p
+	}
+	return findKind(child, parts[1:], p, kind)
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case json.Number:
+		return "number"
+	case bool:
+		return "bool"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "null"
 }
 
 // maxConfigDepth bounds nesting; a real config.json is a handful deep.
@@ -222,6 +283,7 @@ func array(elem *shape) *shape               { return &shape{elem: elem} }
 var configShape = object(map[string]*shape{
 	"ociVersion": leaf,
 	"hostname":   leaf,
+	"root":       object(map[string]*shape{"path": leaf, "readonly": leaf}), // config_policy.go
 	"process": object(map[string]*shape{
 		"terminal":        leaf,
 		"args":            array(leaf),
@@ -243,7 +305,6 @@ var configShape = object(map[string]*shape{
 // unsupportedHints explain the refusals users meet most, by path pattern
 // (indices written as []).
 var unsupportedHints = map[string]string{
-	"root":                        "the runner sees the caller's root filesystem",
 	"mounts":                      "corral mounts nothing but a private /proc",
 	"hooks":                       "corral runs no hooks",
 	"domainname":                  "only hostname can be set",
@@ -251,7 +312,7 @@ var unsupportedHints = map[string]string{
 	"linux.uidMappings":           "corral maps the caller's uid to itself",
 	"linux.gidMappings":           "corral maps the caller's gid to itself",
 	"linux.resources":             "corral creates no cgroup; process.rlimits and --rlimit set per-process limits",
-	"linux.seccomp":               "corral installs no seccomp filter",
+	"linux.seccomp":               "corral installs only its own filter, against terminal input injection",
 	"process.consoleSize":         "corral allocates no terminal",
 	"process.user.umask":          "the runner inherits the caller's umask",
 	"process.user.username":       "the runner keeps the caller's uid",
@@ -331,6 +392,11 @@ func translate(s *specs.Spec, raw map[string]any) (*Config, error) {
 			return nil, err
 		}
 	}
+	if s.Root != nil {
+		if err := c.root(s.Root, sub(raw, "root")); err != nil {
+			return nil, err
+		}
+	}
 	if s.Linux != nil && has(sub(raw, "linux"), "namespaces") {
 		if err := c.namespaces(s.Linux.Namespaces); err != nil {
 			return nil, err
@@ -365,10 +431,10 @@ func checkVersion(v string) error {
 	}
 	m := specVersion().FindStringSubmatch(v)
 	if m == nil {
-		return &ConfigError{Path: "ociVersion", Reason: fmt.Sprintf("%q is not a version like %s", v, specs.Version)}
+		return &ConfigError{Path: "ociVersion", Reason: fmt.Sprintf("%s is not a version like %s", bounds.Quote(v), specs.Version)}
 	}
 	if m[1] != "1" {
-		return &ConfigError{Path: "ociVersion", Reason: fmt.Sprintf("%q: unsupported major version %s: corral reads runtime-spec 1.x", v, m[1])}
+		return &ConfigError{Path: "ociVersion", Reason: fmt.Sprintf("%s: unsupported major version %s: corral reads runtime-spec 1.x", bounds.Quote(v), m[1])}
 	}
 	return nil
 }
@@ -400,7 +466,7 @@ func (c *Config) process(p *specs.Process, raw map[string]any) error {
 			}
 		}
 		if !filepath.IsAbs(p.Args[0]) {
-			return &ConfigError{Path: "process.args[0]", Reason: fmt.Sprintf("runner %q is not an absolute path (corral never searches PATH)", p.Args[0])}
+			return &ConfigError{Path: "process.args[0]", Reason: fmt.Sprintf("runner %s is not an absolute path (corral never searches PATH)", bounds.Quote(p.Args[0]))}
 		}
 		c.Args = slices.Clone(p.Args)
 	}
@@ -409,7 +475,7 @@ func (c *Config) process(p *specs.Process, raw map[string]any) error {
 			name, _, ok := strings.Cut(kv, "=")
 			switch {
 			case !ok || name == "":
-				return &ConfigError{Path: fmt.Sprintf("process.env[%d]", i), Reason: fmt.Sprintf("%q is not NAME=VALUE", kv)}
+				return &ConfigError{Path: fmt.Sprintf("process.env[%d]", i), Reason: fmt.Sprintf("%s is not NAME=VALUE", bounds.Quote(kv))}
 			case strings.IndexByte(kv, 0) >= 0:
 				return &ConfigError{Path: fmt.Sprintf("process.env[%d]", i), Reason: "contains a NUL byte"}
 			}
@@ -420,7 +486,7 @@ func (c *Config) process(p *specs.Process, raw map[string]any) error {
 		// An empty cwd (specs-go always writes the field) means "inherit".
 		switch {
 		case !filepath.IsAbs(p.Cwd):
-			return &ConfigError{Path: "process.cwd", Reason: fmt.Sprintf("%q is not an absolute path", p.Cwd)}
+			return &ConfigError{Path: "process.cwd", Reason: fmt.Sprintf("%s is not an absolute path", bounds.Quote(p.Cwd))}
 		case strings.IndexByte(p.Cwd, 0) >= 0:
 			return &ConfigError{Path: "process.cwd", Reason: "contains a NUL byte"}
 		}
@@ -537,7 +603,7 @@ func (c *Config) namespaces(list []specs.LinuxNamespace) error {
 	for i, n := range list {
 		path := fmt.Sprintf("linux.namespaces[%d].type", i)
 		if seen[n.Type] {
-			return &ConfigError{Path: path, Reason: fmt.Sprintf("%q is given twice", n.Type)}
+			return &ConfigError{Path: path, Reason: fmt.Sprintf("%s is given twice", bounds.Quote(string(n.Type)))}
 		}
 		seen[n.Type] = true
 		switch n.Type {
@@ -554,7 +620,7 @@ func (c *Config) namespaces(list []specs.LinuxNamespace) error {
 			return &ConfigError{Path: path, Unsupported: true,
 				Reason: fmt.Sprintf("%s namespace: corral creates pid, mount, user, network, ipc and uts namespaces", n.Type)}
 		default:
-			return &ConfigError{Path: path, Reason: fmt.Sprintf("unknown namespace type %q: want pid, mount, user, network, ipc or uts", n.Type)}
+			return &ConfigError{Path: path, Reason: fmt.Sprintf("unknown namespace type %s: want pid, mount, user, network, ipc or uts", bounds.Quote(string(n.Type)))}
 		}
 	}
 	for _, need := range []specs.LinuxNamespaceType{specs.PIDNamespace, specs.MountNamespace} {
@@ -590,6 +656,9 @@ func (c *Config) Apply(o *Options) {
 	}
 	for _, rl := range c.Rlimits {
 		o.Privileges.Rlimits = WithRlimit(o.Privileges.Rlimits, rl)
+	}
+	if c.ReadOnly {
+		o.Privileges.Landlock.ReadOnly = true
 	}
 	n := &o.Namespaces
 	n.Net = n.Net || c.Namespaces.Net

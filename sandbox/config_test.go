@@ -112,7 +112,8 @@ func TestParseConfigRefusesByPath(t *testing.T) {
 		unsupported bool
 	}{
 		// Fields of the runtime spec corral does not implement.
-		{`{"root": {"path": "rootfs"}}`, "root", true},
+		{`{"root": {"path": "rootfs"}}`, "root.path", true},
+		{`{"root": {"path": "/", "options": []}}`, "root.options", true},
 		{`{"mounts": []}`, "mounts", true},
 		{`{"hooks": {}}`, "hooks", true},
 		{`{"annotations": {"a": "b"}}`, "annotations", true},
@@ -185,7 +186,12 @@ func TestParseConfigRefusesByPath(t *testing.T) {
 		{`{"process": {"rlimits": [{"type": "RLIMIT_NOFILE", "soft": 1}]}}`, "process.rlimits[0].hard", false},
 		{`{"process": {"rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1}]}}`, "process.rlimits[0].soft", false},
 		{`{"process": {"rlimits": [{"type": "RLIMIT_NOFILE", "soft": 1, "hard": null}]}}`, "process.rlimits[0].hard", false},
-		{`{"process": {"rlimits": [{"type": "RLIMIT_NOFILE", "soft": -1, "hard": 1}]}}`, "process.rlimits.soft", false},
+		{`{"process": {"rlimits": [{"type": "RLIMIT_NOFILE", "soft": -1, "hard": 1}]}}`, "process.rlimits[0].soft", false},
+		// encoding/json names the field without the index; the error
+		// names the element that is wrong.
+		{`{"process": {"rlimits": [{"type": "RLIMIT_CORE", "soft": 0, "hard": 0}, {"type": "RLIMIT_NOFILE", "soft": "8", "hard": 8}]}}`, "process.rlimits[1].soft", false},
+		{`{"process": {"args": ["/bin/true", 5]}}`, "process.args[1]", false},
+		{`{"process": {"env": ["A=1", "B=2", true]}}`, "process.env[2]", false},
 		{`{"process": {"rlimits": [{"type": "RLIMIT_NOFILE", "soft": 1, "hard": 1}, {"type": "RLIMIT_NOFILE", "soft": 2, "hard": 2}]}}`,
 			"process.rlimits[1].type", false},
 		{`{"process": {"rlimits": [null]}}`, "process.rlimits[0]", false},
@@ -345,8 +351,16 @@ func reflected(t *testing.T, c *Config, path, pattern string, v any) {
 	}
 	str, _ := v.(string)
 	switch pattern {
-	case "", "process", "linux", "process.user", "linux.namespaces[]", "process.rlimits[]":
+	case "", "process", "linux", "process.user", "linux.namespaces[]", "process.rlimits[]", "root":
 		// Containers: their leaves are checked one by one.
+	case "root.path":
+		if filepath.Clean(str) != "/" {
+			fail("root.path %q", str)
+		}
+	case "root.readonly":
+		if c.ReadOnly != v.(bool) {
+			fail("readonly")
+		}
 	case "ociVersion":
 		if str != "" && !strings.HasPrefix(str, "1.") {
 			fail("version %q", str)
@@ -506,7 +520,7 @@ func FuzzConfig(f *testing.F) {
 				"process.cwd", "process.terminal", "process.noNewPrivileges", "process.user", "process.user.uid",
 				"process.user.gid", "process.capabilities", "process.capabilities.bounding", "process.capabilities.effective",
 				"process.capabilities.inheritable", "process.capabilities.permitted", "process.capabilities.ambient",
-				"process.rlimits", "linux.namespaces"}, pattern) {
+				"process.rlimits", "linux.namespaces", "root", "root.readonly"}, pattern) {
 				// null for a known field asks for nothing; anywhere else it
 				// names a field corral does not implement.
 				t.Fatalf("accepted %s = null", path)

@@ -15,7 +15,17 @@
 //     runner from it, saving a Go runtime start (startRunnerDirect);
 //   - the probe child (argv[0] "corral [probe]"): tries one feature.
 //
-// Children report setup failures over a close-on-exec pipe, so the parent
-// can tell "the runner is running" (EOF) from "setup failed" (bytes) and
-// print the reason once.
+// On a terminal, the process the caller's shell waits on (the subreaper
+// engine's, or the pidns host side) gives the runner its own process group
+// and the foreground, stops and continues as the runner's job does, and
+// restores the foreground group at exit (terminal.go). On every path the
+// runner's thread gets the seccomp filter that denies TIOCSTI and TIOCLINUX
+// (injection.go).
+//
+// Each stage talks to its parent over one socket (stage.go), placed above
+// every descriptor the caller passed so those keep their numbers: one start
+// message in, one reply out, as byte-exact frames (internal/wire). A setup
+// failure comes back as a typed message that decodes into the same
+// *SetupError, errno included, and the parent prints it once; the exec
+// stage's socket is close-on-exec, so EOF means the runner is running.
 package sandbox

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"strconv"
@@ -16,13 +15,6 @@ import (
 )
 
 const execStageArg0 = "corral [exec]"
-
-// execSpec is what the exec stage needs.
-type execSpec struct {
-	Path       string
-	Args       []string
-	Privileges Privileges
-}
 
 // startRunner starts the runner: from the starter thread when there is
 // one, else (or when that path cannot start it) through the exec stage.
@@ -40,22 +32,21 @@ func startRunner(o *Options) (int, error) {
 
 // startExecStage starts the exec stage as a child of the calling process
 // and waits only until the stage has either exec'd the runner (EOF on the
-// report pipe) or reported why not. It never waits for the process: the
+// stage socket) or reported why not. It never waits for the process: the
 // engine reaps it.
 func startExecStage(o *Options) (int, error) {
-	pid, report, err := spawnStage(execStageArg0,
-		execSpec{Path: o.Path, Args: o.Args, Privileges: o.Privileges},
-		syscall.ProcAttr{Dir: o.Dir, Env: o.Env})
+	pid, link, err := spawnStage(execStageArg0, msgExecStart,
+		execStart{Path: o.Path, Args: o.Args, Env: o.Env, Privileges: o.Privileges, Mask: callerMask},
+		syscall.ProcAttr{Dir: o.Dir, Sys: runnerSys(o)})
 	if err != nil {
 		if o.Dir != "" {
-			return 0, fmt.Errorf("exec stage in working directory %s: %w", o.Dir, err)
+			return 0, fmt.Errorf("in working directory %s: %w", o.Dir, err)
 		}
-		return 0, fmt.Errorf("exec stage: %w", err)
+		return 0, err
 	}
-	defer report.Close()
-	msg, _ := io.ReadAll(report)
-	if len(msg) > 0 {
-		return pid, errors.New(strings.TrimSpace(string(msg)))
+	defer link.Close()
+	if _, err := link.awaitReply(); err != nil {
+		return pid, err
 	}
 	return pid, nil
 }
@@ -82,18 +73,27 @@ type starterResult struct {
 
 // prepareStart makes the starter thread, when this run can use one.
 func (o *Options) prepareStart() {
-	if o.starter != nil || len(o.Privileges.Rlimits) > 0 {
+	if o.starter != nil || len(o.Privileges.Rlimits) > 0 || !o.mayForkFromEngine() { // policy.go
 		return
 	}
 	s := &starter{fork: make(chan struct{}), done: make(chan starterResult, 1)}
 	privileges, sigs := o.Privileges, o.signals()
-	path, args, dir, env := o.Path, o.Args, o.Dir, o.Env
+	path, args, dir, env, sys := o.Path, o.Args, o.Dir, o.Env, runnerSys(o)
 	go func() {
 		runtime.LockOSThread() // never unlocked, and this goroutine never returns
-		err := applyPrivileges(privileges)
+		// Privileges, then the TIOCSTI filter (injection.go); then the
+		// caller's mask, which ForkExec gives the child from the forking
+		// thread (this one forks nothing else).
+		filtered, err := restrictRunner(privileges)
+		if err == nil {
+			err = setThreadMask(callerMask)
+		}
 		<-s.fork
 		if err == nil {
-			pid, ok := forkHeld(path, args, dir, env, !privileges.AllowNewPrivs, sigs.Wait)
+			if !filtered {
+				o.logf("--allow-new-privs without CAP_SYS_ADMIN: the kernel takes no seccomp filter, so the runner may use TIOCSTI")
+			}
+			pid, ok := forkHeld(path, args, dir, env, sys, !privileges.AllowNewPrivs, sigs.Wait)
 			s.done <- starterResult{pid, ok}
 		} else {
 			s.done <- starterResult{}
@@ -121,9 +121,16 @@ func (s *starter) start() (int, bool) {
 // refused (a seccomp profile, Yama's ptrace_scope 2 or 3), the runner is
 // forked once ready returned. It runs on the thread that will stay the
 // tracer: the calling goroutine must be locked to it.
-func forkHeld(path string, args []string, dir string, env []string, nnp bool, ready func()) (int, bool) {
-	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: []uintptr{0, 1, 2}, Sys: &syscall.SysProcAttr{Ptrace: nnp}}
+func forkHeld(path string, args []string, dir string, env []string, sys *syscall.SysProcAttr, nnp bool, ready func()) (int, bool) {
+	untraced := &syscall.SysProcAttr{}
+	if sys != nil {
+		*untraced = *sys
+	}
+	traced := *untraced
+	traced.Ptrace = true
+	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: []uintptr{0, 1, 2}, Sys: untraced}
 	if nnp {
+		attr.Sys = &traced
 		pid, err := syscall.ForkExec(path, args, attr)
 		if err == nil {
 			releaseHeld(pid, ready)
@@ -132,7 +139,7 @@ func forkHeld(path string, args []string, dir string, env []string, nnp bool, re
 		if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.ENOSYS) {
 			return 0, false // an exec failure: the exec stage reports it
 		}
-		attr.Sys = nil
+		attr.Sys = untraced
 	}
 	ready()
 	pid, err := syscall.ForkExec(path, args, attr)
@@ -166,7 +173,7 @@ func IsExecStage() bool { return isStage(execStageArg0) }
 
 // RunExecStage turns this process into the runner. It never returns: it
 // either execs or exits with 125 (setup), 126 or 127 (exec) after writing
-// the reason to the report pipe.
+// the reason to its stage socket.
 func RunExecStage() {
 	// A closed pipe behind a write must not kill the stage; execve resets
 	// the handler, so the runner gets SIGPIPE's default, not SIG_IGN.
@@ -174,24 +181,34 @@ func RunExecStage() {
 	// Capability sets and the bounding set belong to a thread; exec runs
 	// on this same thread, so what is applied here is what the runner gets.
 	runtime.LockOSThread()
-	var spec execSpec
-	report, err := readStageSpec(&spec)
-	fail := func(status int, format string, a ...any) {
-		fmt.Fprintf(report, format, a...)
+	var start execStart
+	link, err := openStage(msgExecStart, &start)
+	fail := func(status int, err error) {
+		link.fail(err)
 		os.Exit(status)
 	}
 	if err != nil {
-		fail(125, "exec stage: %v", err)
+		fail(125, err)
 	}
-	if err := applyPrivileges(spec.Privileges); err != nil {
-		fail(125, "%v", err)
+	// Privileges, the TIOCSTI filter (injection.go) and Landlock (policy.go).
+	if err := confineRunner(start.Privileges); err != nil {
+		fail(125, err)
 	}
-	err = unix.Exec(spec.Path, spec.Args, os.Environ())
+	// Last, on the thread that execs: the Go runtime unblocked signals on
+	// it at start, and the runner must get the caller's mask.
+	if err := setThreadMask(start.Mask); err != nil {
+		fail(125, &SetupError{Step: "restore the caller's signal mask", Err: err})
+	}
+	err = unix.Exec(start.Path, start.Args, start.Env)
 	status := 126
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 		status = 127
 	}
-	fail(status, "runner exec failed: %s: %s", spec.Path, describeErr(err))
+	failed := &SetupError{Step: "runner exec failed: " + start.Path, Err: err}
+	if errors.Is(err, unix.E2BIG) {
+		failed.Hint = argsHint(start.Env, start.Args) // diagnose.go
+	}
+	fail(status, failed)
 }
 
 // applyPrivileges applies p to the calling thread in the one order that
@@ -263,10 +280,15 @@ func verifyPrivileges(p Privileges, hadSetpcap bool) error {
 	if got := status["CapBnd"]; got&^want != 0 {
 		// An unprivileged caller cannot shrink the bounding set. With
 		// no_new_privs no execve can gain from it (setuid bits and file
-		// capabilities are ignored), so the runner holds nothing more.
-		if hadSetpcap || p.AllowNewPrivs {
+		// capabilities are ignored), so the runner holds nothing more:
+		// also when --allow-new-privs was asked but no_new_privs was
+		// inherited, since it can never be cleared.
+		switch {
+		case hadSetpcap:
+			return &SetupError{Step: "drop the bounding set", Err: fmt.Errorf("CapBnd is %016x, want %016x", got, want)}
+		case p.AllowNewPrivs && status["NoNewPrivs"] != 1:
 			return &SetupError{Step: "drop the bounding set", Err: fmt.Errorf("CapBnd is %016x, want %016x", got, want),
-				Hint: "without CAP_SETPCAP it cannot shrink, and --allow-new-privs would let a setuid program gain it; use pidns mode or drop --allow-new-privs"}
+				Hint: "corral lacks CAP_SETPCAP, so it cannot shrink the bounding set, and with --allow-new-privs a setuid or file-capability program could gain what is left in it; drop --allow-new-privs"}
 		}
 	}
 	// With --allow-new-privs, NoNewPrivs may still be 1 when corral itself

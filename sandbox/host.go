@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -50,33 +49,53 @@ func runPidns(o *Options) (int, error) {
 	if userns {
 		mapCallerIDs(sys, append(append([]int{}, initCaps...), o.Privileges.Keep...))
 	}
+	term := openTerminal(o) // terminal mode (terminal.go)
+	o.Terminal = term != nil
+	// Terminal mode: the init must not sit in the foreground group, or the
+	// terminal's Ctrl-C would reach it as a cancel.
+	sys.Setpgid = o.Terminal
 	// Never unlocked: this goroutine (main) and its thread live until exit.
 	runtime.LockOSThread()
 	sigs := o.signals()
 
-	pid, ready, err := spawnStage(initArg0, o, syscall.ProcAttr{Env: o.Env, Sys: sys})
+	pid, link, err := spawnStage(initArg0, msgInitStart, initStart{Options: *o, Mask: callerMask}, syscall.ProcAttr{Sys: sys})
 	if err != nil {
-		return 125, &unavailableError{&SetupError{Step: cloneFlagNames(flags), Err: err, Hint: cloneHint(err, userns)}}
+		return 125, cloneFailure(o, flags, userns, err)
 	}
-	line, _ := bufio.NewReader(ready).ReadString('\n')
-	ready.Close()
-	line = strings.TrimSpace(line)
-	if line != initReady {
+	ready, err := link.awaitReply()
+	if term == nil || !ready {
+		link.Close()
+	}
+	if !ready {
 		status := waitInit(pid)
-		if line == "" {
-			line = fmt.Sprintf("init exited with status %d before it was ready", status)
-		}
-		return 125, &unavailableError{decodeInitFailure(line)}
+		return 125, explainInitFailure(o, err, status)
 	}
 	if userns {
 		o.logf("mode pidns: new user, PID and mount namespaces, uid %d and gid %d mapped to themselves", os.Getuid(), os.Getgid())
 	} else {
 		o.logf("mode pidns: new PID and mount namespaces (no user namespace: corral holds CAP_SYS_ADMIN)")
 	}
+	if term != nil { // terminal mode: the init reports the runner's stops (terminal.go)
+		go term.followInit(link, pid)
+		defer term.restore()
+	}
 	// The init registered every signal before it said ready; what came
 	// here meanwhile waited in the channel and is passed on now.
 	sigs.Wait()
-	return relay(pid, sigs), nil
+	return relay(pid, sigs, term), nil
+}
+
+// initFailure is why the init did not become ready: the failure it
+// reported, or how it ended without one.
+func initFailure(err error, status int) *SetupError {
+	var setup *SetupError
+	switch {
+	case errors.As(err, &setup):
+		return setup
+	case err == nil:
+		err = fmt.Errorf("exited with status %d before it was ready", status)
+	}
+	return &SetupError{Step: "start the pidns init", Err: err}
 }
 
 // waitInit waits for an init that failed before it was ready.
@@ -96,7 +115,8 @@ func waitInit(pid int) int {
 // entrypoint) the kernel hands this process every orphan of its
 // namespace (a `docker exec … &` whose parent left), and they must be
 // reaped, not left as zombies. No goroutine blocks in a syscall here.
-func relay(init int, sigs *reaper.Signals) int {
+// term is terminal mode's, or nil.
+func relay(init int, sigs *reaper.Signals, term *terminal) int {
 	for {
 		if status, done := reapUntilInit(init); done {
 			return status
@@ -104,6 +124,10 @@ func relay(init int, sigs *reaper.Signals) int {
 		select {
 		case <-sigs.Children():
 		case s := <-sigs.Incoming():
+			if term != nil { // terminal mode (terminal.go)
+				term.relay(init, s.(syscall.Signal))
+				continue
+			}
 			// The init is our unreaped child: its pid cannot be reused.
 			_ = unix.Kill(init, s.(syscall.Signal))
 			if reaper.StopSelfAfter(s.(syscall.Signal)) {
@@ -151,17 +175,7 @@ func mapCallerIDs(sys *syscall.SysProcAttr, ambient []int) {
 	}
 }
 
-// holdsCap reports whether the calling thread has c effective. One
-// capget: this is on every pidns launch's path, and loading the whole
-// state through the capability package reads /proc.
-func holdsCap(c capability.Cap) bool {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return false
-	}
-	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
-}
+func holdsCap(c capability.Cap) bool { return hasCap(c) }
 
 func cloneFlagNames(flags uintptr) string {
 	var names []string
@@ -177,18 +191,4 @@ func cloneFlagNames(flags uintptr) string {
 		}
 	}
 	return "clone(" + strings.Join(names, "|") + ")"
-}
-
-func cloneHint(err error, userns bool) string {
-	switch {
-	case userns && (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)):
-		return "user namespaces are refused here: usually the sysctl kernel.unprivileged_userns_clone=0, AppArmor's kernel.apparmor_restrict_unprivileged_userns=1, or a container's seccomp profile; run `corral probe`, or use --mode subreaper"
-	case userns && errors.Is(err, unix.ENOSPC):
-		return "the user namespace limit is reached: the sysctl user.max_user_namespaces is 0 or exhausted; run `corral probe`, or use --mode subreaper"
-	case errors.Is(err, unix.EPERM):
-		return "creating namespaces needs CAP_SYS_ADMIN or a user namespace; run `corral probe`, or use --mode subreaper"
-	case errors.Is(err, unix.EINVAL):
-		return "this kernel lacks one of these namespace types; run `corral probe`, or use --mode subreaper"
-	}
-	return "run `corral probe`, or use --mode subreaper"
 }

@@ -3,15 +3,10 @@ package sandbox
 import (
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/corral-sh/corral/reaper"
 	"golang.org/x/sys/unix"
 )
-
-// initReady is the init's one line on the ready pipe when its namespaces
-// are set up; anything else is "step\terrno\thint" of the step that failed.
-const initReady = "ready"
 
 // IsInit reports whether this process is a pidns init.
 func IsInit() bool { return isStage(initArg0) }
@@ -24,19 +19,21 @@ func RunInit() {
 	// runs. The registration goes on while the namespaces are set up, and
 	// is complete before the init says so.
 	sigs := reaper.CatchSignals()
-	var o Options
-	ready, err := readStageSpec(&o)
+	var start initStart
+	link, err := openStage(msgInitStart, &start)
 	if err != nil {
-		fmt.Fprintf(ready, "init\t%v\t\n", err)
+		link.fail(err)
 		os.Exit(125)
 	}
+	o := start.Options
+	callerMask = start.Mask
 	o.Stderr = os.Stderr
 	o.Signals = sigs
 	// The starter thread drops the runner's privileges while the
 	// namespaces are set up and the signals registered.
 	o.prepareStart()
 	if err := setupNamespaces(&o); err != nil {
-		fmt.Fprintf(ready, "%s\t%s\t%s\n", err.Step, describeErr(err.Err), err.Hint)
+		link.fail(err)
 		os.Exit(125)
 	}
 	// "ready" once every signal is registered: the host passes signals on
@@ -45,10 +42,20 @@ func RunInit() {
 	// before it said ready: the host takes an init that ends without
 	// saying it for a namespace that could not be made.
 	said := make(chan struct{})
+	if o.Terminal {
+		// Terminal mode: the runner's stops go to the host side on the
+		// link (terminal.go), after "ready"; it is close-on-exec, so the
+		// runner does not hold it.
+		o.jobs = initJobs{link: link, said: said}
+	}
 	go func() {
 		sigs.Wait()
-		fmt.Fprintln(ready, initReady)
-		ready.Close()
+		if err := link.ready(); err != nil {
+			fmt.Fprintf(os.Stderr, "corral: init: report ready: %v\n", err)
+		}
+		if !o.Terminal {
+			link.Close()
+		}
 		close(said)
 	}()
 	sigs.WaitUrgent() // before the engine's first write to stderr
@@ -67,12 +74,9 @@ func setupNamespaces(o *Options) *SetupError {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return &SetupError{Step: "make mounts private in the new mount namespace", Err: err}
 	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		s := &SetupError{Step: "mount proc on /proc in the new namespace", Err: err}
-		if err == unix.EPERM {
-			s.Hint = "parts of /proc are overmounted (container runtimes mask /proc/sys and friends), and the kernel then refuses a fresh proc mount to an unprivileged user namespace; run corral as root, unmask /proc, or use --mode subreaper"
-		}
-		return s
+	// A /proc for this PID namespace that keeps the caller's restrictions.
+	if err := mountProc(o); err != nil {
+		return err
 	}
 	if o.Namespaces.Net {
 		if err := loopbackUp(); err != nil {
@@ -86,16 +90,3 @@ func setupNamespaces(o *Options) *SetupError {
 	}
 	return nil
 }
-
-// decodeInitFailure turns the init's failure line back into a SetupError.
-func decodeInitFailure(line string) *SetupError {
-	parts := strings.SplitN(line, "\t", 3)
-	for len(parts) < 3 {
-		parts = append(parts, "")
-	}
-	return &SetupError{Step: parts[0], Err: initErr(parts[1]), Hint: parts[2]}
-}
-
-type initErr string
-
-func (e initErr) Error() string { return string(e) }

@@ -15,6 +15,9 @@ func Launch(o Options) (int, error) {
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
+	if err := o.startPolicy(); err != nil { // policy.go
+		return 125, err
+	}
 	switch o.Mode {
 	case ModeSubreaper:
 		if o.Namespaces.any() {
@@ -43,6 +46,10 @@ func Launch(o Options) (int, error) {
 // runner has started, so falling back loses nothing.
 type unavailableError struct{ *SetupError }
 
+// Unwrap makes the SetupError itself, not only its cause, visible to
+// errors.As.
+func (u *unavailableError) Unwrap() error { return u.SetupError }
+
 func (o *Options) logf(format string, a ...any) {
 	if o.Verbose {
 		o.signals().WaitUrgent() // a closed stderr must not kill corral
@@ -66,11 +73,13 @@ func runEngine(o *Options, ownsNamespace bool) (int, error) {
 		Start:         func() (int, error) { return startRunner(o) },
 		Grace:         o.Grace,
 		Poll:          o.Poll,
+		Timeout:       o.Timeout,
 		State:         state,
 		Signals:       o.signals(),
 		StartHolds:    true,
 		OwnsNamespace: ownsNamespace,
 		OwnsProcess:   true,
+		JobControl:    o.jobs,
 		Stderr:        o.Stderr,
 		Logf:          logf,
 	})
@@ -88,5 +97,10 @@ func runSubreaper(o *Options, why string) (int, error) {
 		why += "; corral is PID 1 and reaps its namespace"
 	}
 	o.logf("mode subreaper: %s", why)
+	o.Terminal, o.jobs = false, nil
+	if t := openTerminal(o); t != nil { // terminal mode (terminal.go)
+		defer t.restore()
+		o.Terminal, o.jobs = true, t
+	}
 	return runEngine(o, false)
 }

@@ -2,9 +2,12 @@ package sandbox
 
 import (
 	"fmt"
+	"github.com/corral-sh/corral/internal/bounds"
 	"io"
 	"time"
 
+	"github.com/corral-sh/corral/internal/landlock"
+	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/reaper"
 )
 
@@ -23,11 +26,12 @@ func ParseMode(s string) (Mode, error) {
 	case ModeAuto, ModePidns, ModeSubreaper:
 		return m, nil
 	}
-	return "", fmt.Errorf("unknown mode %q: want auto, pidns or subreaper", s)
+	return "", fmt.Errorf("unknown mode %s: want auto, pidns or subreaper", bounds.Quote(s))
 }
 
-// Options describe one contained run. They travel as JSON to the init, so
-// every field that the init or exec stage needs is exported.
+// Options describe one contained run. They travel to the init as a stage
+// message (stage.go), field by field: every exported field crosses, byte
+// for byte, unless tagged `json:"-"` or `wire:"-"`.
 type Options struct {
 	Mode Mode
 
@@ -46,11 +50,24 @@ type Options struct {
 	Verbose bool
 	Stderr  io.Writer `json:"-"`
 
+	// Terminal is terminal mode (terminal.go): the runner gets its own
+	// process group and the terminal's foreground. The process the
+	// caller's shell waits on decides it, and the init is told.
+	Terminal bool
+	jobs     reaper.JobControl // terminal mode's job control for the engine; nil otherwise
+
 	// Signals is the process's signal registration (reaper.CatchSignals),
 	// made at its start; nil: made when needed.
 	Signals *reaper.Signals `json:"-"`
 
 	starter *starter // the thread the runner is forked from (prepareStart)
+
+	// The sandbox policy beyond Privileges.Landlock (policy.go).
+	Timeout       time.Duration // the engine cancels the run this long after the runner started; 0: never
+	DieWithParent bool          // the host side cancels the run when corral's parent exits
+	// Parent is corral's parent as found at corral's start (WatchParent),
+	// for DieWithParent; nil: taken when Launch starts.
+	Parent *ParentWatch `json:"-"`
 }
 
 // signals returns the process's registration, making it if needed.
@@ -68,6 +85,9 @@ type Privileges struct {
 	Keep          []int
 	AllowNewPrivs bool
 	Rlimits       []Rlimit
+	// Landlock is the filesystem and IPC policy (--writable, --read-only,
+	// --hide, --isolate-ipc), enforced on the same thread (policy.go).
+	Landlock landlock.Policy
 }
 
 // Namespaces beyond the PID and mount namespaces pidns mode always makes.
@@ -86,19 +106,7 @@ type Namespaces struct {
 // any reports whether a namespace was asked for: only pidns mode honours it.
 func (n Namespaces) any() bool { return n.Net || n.IPC || n.UTS || n.User || n.Hostname != "" || n.PID }
 
-// SetupError is a failure of corral's own setup: exit status 125.
-type SetupError struct {
-	Step string // what corral was doing, e.g. "mount proc on /proc"
-	Err  error
-	Hint string // the usual cause and the fix, when known
-}
-
-func (e *SetupError) Error() string {
-	msg := e.Step + ": " + describeErr(e.Err)
-	if e.Hint != "" {
-		msg += "; " + e.Hint
-	}
-	return msg
-}
-
-func (e *SetupError) Unwrap() error { return e.Err }
+// SetupError is a failure of corral's own setup: exit status 125. It is
+// the module's one setup error type (the engine's too), so a failure in a
+// re-executed stage decodes into the same type, errno included.
+type SetupError = setuperr.Error

@@ -1,14 +1,12 @@
 package sandbox
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
-	"unsafe"
 
 	"github.com/corral-sh/corral/reaper"
 	"github.com/moby/sys/capability"
@@ -32,11 +30,6 @@ type ProbeReport struct {
 
 const probeArg0 = "corral [probe]"
 
-// probeSpec tells a throwaway probe child what to try.
-type probeSpec struct {
-	Step string // "namespaces", "proc", "subreaper"
-}
-
 // Probe finds out what this machine allows by trying each feature in a
 // throwaway child. Nothing on the machine changes: children that made
 // namespaces exit and take them along.
@@ -44,26 +37,26 @@ func Probe() ProbeReport {
 	r := ProbeReport{UID: os.Getuid()}
 	userns := !holdsCap(capability.CAP_SYS_ADMIN)
 
-	userCheck := probeChild("user namespaces", unix.CLONE_NEWUSER, true, probeSpec{Step: "namespaces"})
-	r.Checks = append(r.Checks, userCheck)
+	r.Checks = append(r.Checks, probeUserns()) // diagnose.go
 
 	pidFlags := uintptr(unix.CLONE_NEWPID)
 	if userns {
 		pidFlags |= unix.CLONE_NEWUSER
 	}
-	pidCheck := probeChild("pid namespaces", pidFlags, userns, probeSpec{Step: "namespaces"})
+	pidCheck := probeChild("pid namespaces", pidFlags, userns, probeStart{Step: "namespaces"})
 	r.Checks = append(r.Checks, pidCheck)
 
-	procCheck := probeChild("fresh /proc mount", pidFlags|unix.CLONE_NEWNS, userns, probeSpec{Step: "proc"})
+	procCheck := probeChild("fresh /proc mount", pidFlags|unix.CLONE_NEWNS, userns, probeStart{Step: "proc"})
 	r.Checks = append(r.Checks, procCheck)
 
 	r.Checks = append(r.Checks,
-		probeChild("subreaper", 0, false, probeSpec{Step: "subreaper"}),
+		probeChild("subreaper", 0, false, probeStart{Step: "subreaper"}),
 		probePidfd(),
 		probeCgroup2(),
 		probeLandlock(),
-		probeSeccomp(),
+		withNoNewPrivsNote(probeInjectionFilter()), // injection.go, diagnose.go
 	)
+	r.Checks = append(r.Checks, probePolicy()...) // policyprobe.go
 
 	r.AutoMode, r.Reason = ModePidns, "new PID and mount namespaces and a fresh /proc work here"
 	if userns {
@@ -79,31 +72,32 @@ func Probe() ProbeReport {
 }
 
 // probeChild clones a probe child with flags and has it try spec.Step.
-func probeChild(name string, flags uintptr, mapIDs bool, spec probeSpec) Check {
+func probeChild(name string, flags uintptr, mapIDs bool, spec probeStart) Check {
 	sys := &syscall.SysProcAttr{Cloneflags: flags, Pdeathsig: syscall.SIGKILL}
 	if mapIDs {
 		mapCallerIDs(sys, []int{int(capability.CAP_SYS_ADMIN)})
 	}
-	pid, report, err := spawnStage(probeArg0, spec, syscall.ProcAttr{Sys: sys, Env: []string{}})
+	pid, link, err := spawnStage(probeArg0, msgProbeStart, spec, syscall.ProcAttr{Sys: sys, Env: []string{}})
 	if err != nil {
-		return Check{Name: name, Detail: (&SetupError{Step: cloneFlagNames(flags), Err: err, Hint: cloneHint(err, flags&unix.CLONE_NEWUSER != 0)}).Error()}
+		return Check{Name: name, Detail: cloneFailure(&Options{}, flags, flags&unix.CLONE_NEWUSER != 0, err).Error()}
 	}
-	line, _ := bufio.NewReader(report).ReadString('\n')
-	report.Close()
+	ready, err := link.awaitReply()
+	link.Close()
 	var ws unix.WaitStatus
 	for {
 		if _, err := unix.Wait4(pid, &ws, 0, nil); !errors.Is(err, unix.EINTR) {
 			break
 		}
 	}
-	line = strings.TrimSpace(line)
-	if line == initReady {
+	if ready {
 		return Check{Name: name, Available: true}
 	}
-	if line == "" {
-		line = fmt.Sprintf("probe child ended with status %#x", uint32(ws))
+	if err == nil {
+		err = fmt.Errorf("probe child ended with status %#x", uint32(ws))
+	} else {
+		err = explainInitFailure(&Options{}, err, 0) // diagnose.go
 	}
-	return Check{Name: name, Detail: decodeInitFailure(line).Error()}
+	return Check{Name: name, Detail: err.Error()}
 }
 
 // IsProbe reports whether this process is a probe child.
@@ -112,26 +106,30 @@ func IsProbe() bool { return isStage(probeArg0) }
 // RunProbeChild tries one step and reports; it never returns.
 func RunProbeChild() {
 	reaper.CatchPipe()
-	var spec probeSpec
-	report, err := readStageSpec(&spec)
+	var spec probeStart
+	link, err := openStage(msgProbeStart, &spec)
 	if err != nil {
-		fmt.Fprintf(report, "probe\t%v\t\n", err)
+		link.fail(err)
 		os.Exit(125)
 	}
 	var failed *SetupError
 	switch spec.Step {
 	case "proc":
 		failed = setupNamespaces(&Options{})
+	case "hold": // diagnose.go
+		holdProbe(link)
 	case "subreaper":
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			failed = &SetupError{Step: "prctl(PR_SET_CHILD_SUBREAPER)", Err: err}
 		}
 	}
 	if failed != nil {
-		fmt.Fprintf(report, "%s\t%s\t%s\n", failed.Step, describeErr(failed.Err), failed.Hint)
+		link.fail(failed)
 		os.Exit(125)
 	}
-	fmt.Fprintln(report, initReady)
+	if link.ready() != nil {
+		os.Exit(125)
+	}
 	os.Exit(0)
 }
 
@@ -200,21 +198,5 @@ func probeLandlock() Check {
 	}
 	c.Available = true
 	c.Detail = fmt.Sprintf("ABI version %d", abi)
-	return c
-}
-
-func probeSeccomp() Check {
-	c := Check{Name: "seccomp"}
-	// SECCOMP_GET_ACTION_AVAIL asks whether an action exists; it installs nothing.
-	action := uint32(unix.SECCOMP_RET_ALLOW)
-	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_ACTION_AVAIL, 0, uintptr(unsafe.Pointer(&action)))
-	if errno != 0 {
-		c.Detail = "seccomp(SECCOMP_GET_ACTION_AVAIL): " + describeErr(errno)
-		return c
-	}
-	c.Available = true
-	if mode, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0); err == nil && mode == 2 {
-		c.Detail = "corral itself already runs under a seccomp filter"
-	}
 	return c
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"github.com/corral-sh/corral/internal/bounds"
 	"math"
 	"strconv"
 	"strings"
@@ -40,7 +41,7 @@ var rlimitNames = map[string]int{
 func RlimitByName(name string) (int, error) {
 	r, ok := rlimitNames[strings.ToUpper(name)]
 	if !ok {
-		return 0, fmt.Errorf("unknown rlimit %q: want a name like RLIMIT_NOFILE or RLIMIT_NPROC", name)
+		return 0, fmt.Errorf("unknown rlimit %s: want a name like RLIMIT_NOFILE or RLIMIT_NPROC", bounds.Quote(name))
 	}
 	return r, nil
 }
@@ -66,7 +67,7 @@ func rlimitValue(v uint64) string {
 func ParseRlimit(s string) (Rlimit, error) {
 	name, values, ok := strings.Cut(s, "=")
 	if !ok {
-		return Rlimit{}, fmt.Errorf("rlimit %q: want NAME=SOFT[:HARD], e.g. RLIMIT_NOFILE=1024:4096", s)
+		return Rlimit{}, fmt.Errorf("rlimit %s: want NAME=SOFT[:HARD], e.g. RLIMIT_NOFILE=1024:4096", bounds.Quote(s))
 	}
 	res, err := RlimitByName(name)
 	if err != nil {
@@ -78,14 +79,14 @@ func ParseRlimit(s string) (Rlimit, error) {
 	}
 	soft, err := parseRlimitValue(softText)
 	if err != nil {
-		return Rlimit{}, fmt.Errorf("rlimit %q: soft: %w", s, err)
+		return Rlimit{}, fmt.Errorf("rlimit %s: soft: %w", bounds.Quote(s), err)
 	}
 	hard, err := parseRlimitValue(hardText)
 	if err != nil {
-		return Rlimit{}, fmt.Errorf("rlimit %q: hard: %w", s, err)
+		return Rlimit{}, fmt.Errorf("rlimit %s: hard: %w", bounds.Quote(s), err)
 	}
 	if soft > hard {
-		return Rlimit{}, fmt.Errorf("rlimit %q: soft limit above hard limit", s)
+		return Rlimit{}, fmt.Errorf("rlimit %s: soft limit above hard limit", bounds.Quote(s))
 	}
 	return Rlimit{Resource: res, Soft: soft, Hard: hard}, nil
 }
@@ -97,7 +98,7 @@ func parseRlimitValue(s string) (uint64, error) {
 	}
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || v == math.MaxUint64 {
-		return 0, fmt.Errorf("%q is not a number or \"unlimited\"", s)
+		return 0, fmt.Errorf("%s is not a number or \"unlimited\"", bounds.Quote(s))
 	}
 	return v, nil
 }

@@ -32,6 +32,23 @@ Options:
   --rlimit NAME=SOFT[:HARD]
                        set a resource limit, e.g. RLIMIT_NOFILE=1024:4096; repeatable
   --config PATH        an OCI runtime-spec config.json (see 'corral spec')
+
+Sandbox policy (for RUNNER and everything it starts; a kernel that cannot
+enforce what is asked is an error, 125, never a run without it):
+  --writable PATH      RUNNER may create, change and delete only beneath PATH;
+                         elsewhere the filesystem is read-only for it
+                         (Landlock); repeatable
+  --read-only          nothing is writable but /dev/null, /dev/zero, /dev/full
+                         and the terminals
+  --hide PATH          no access at all beneath PATH, which wins over
+                         --writable; its ancestors cannot be listed; repeatable
+  --isolate-ipc        RUNNER's tree cannot signal any process outside it
+                         (corral included) nor connect to an abstract Unix
+                         socket outside it (Landlock ABI 6, Linux 6.12)
+  --timeout SECONDS    after SECONDS cancel the run as by SIGTERM, then exit 124
+                         [CORRAL_TIMEOUT_SECONDS]
+  --die-with-parent    cancel the run as by SIGTERM when corral's parent exits
+
   -v, --verbose        say which mode was chosen and why, and what teardown did
                          [CORRAL_VERBOSE]
   -h, --help           this text
@@ -46,8 +63,10 @@ ignored.
 
 Exit status: RUNNER's own; 128+N if it was killed by signal N; 127 if RUNNER
 was not found and 126 if it could not be executed ("runner exec failed");
-2 for a usage error; 125 if corral's own setup failed.
+2 for a usage error; 125 if corral's own setup failed; 124 if --timeout
+ended the run.
 
-Example:
+Examples:
   corral --state /tmp/state.json -- /bin/sh -c 'sleep 100 & echo started'
+  corral --writable "$PWD" --hide ~/.ssh --timeout 3600 -- /usr/bin/make test
 `

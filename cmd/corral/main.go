@@ -11,6 +11,7 @@ import (
 
 	"github.com/corral-sh/corral/cmd/corral/internal/early"
 	"github.com/corral-sh/corral/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -32,6 +33,14 @@ func main() {
 	case sandbox.IsProbe():
 		sandbox.RunProbeChild()
 	}
+	if wantsParentWatch(os.Args[1:]) {
+		// --die-with-parent: before anything else (policy.go).
+		parentAtStart = sandbox.WatchParent()
+	}
+	if err := warmPoller(); err != nil {
+		fmt.Fprintf(os.Stderr, "corral: %v\n", err)
+		os.Exit(exitSetup)
+	}
 	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }
 
@@ -51,7 +60,7 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 			return runSpec(args[1:], stdout, stderr)
 		}
 	}
-	opts, err := parseRun(args, lookup)
+	opts, notes, err := parseRunNoted(args, lookup)
 	if err != nil && early.Signals != nil {
 		// Before anything is written: a closed pipe must not kill corral.
 		early.Signals.WaitUrgent()
@@ -65,7 +74,13 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		return exitUsage
 	}
 	opts.Stderr = stderr
+	if opts.Verbose {
+		for _, n := range notes {
+			fmt.Fprintf(stderr, "corral: %s\n", n)
+		}
+	}
 	opts.Signals = early.Signals
+	opts.Parent = takeParent(opts.DieWithParent)
 	status, err := sandbox.Launch(opts)
 	if err != nil {
 		if early.Signals != nil {
@@ -77,4 +92,31 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		}
 	}
 	return status
+}
+
+// warmPoller makes the Go runtime create its poller (an epoll and an
+// eventfd) now. The runtime does so at the first os.Open of any file, and
+// dies with a fatal error and a stack trace, not an error value, when it
+// cannot: at an RLIMIT_NOFILE of 6 or 7 corral would crash reading
+// /proc/self/status rather than report EMFILE. So: with fewer than the
+// three descriptors that first open needs, say so and stop; with them, open
+// once now, and every later open fails with a plain EMFILE at worst.
+func warmPoller() error {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < 64 {
+		free := 0
+		for fd := 0; fd < int(rl.Cur); fd++ {
+			if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == unix.EBADF {
+				free++
+			}
+		}
+		if free < 3 {
+			return fmt.Errorf("too many open files (EMFILE): RLIMIT_NOFILE %d leaves %d free, and the Go runtime needs 3 to start its poller; raise it (ulimit -n)", rl.Cur, free)
+		}
+	}
+	f, err := os.Open("/dev/null")
+	if err == nil {
+		f.Close()
+	}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/corral-sh/corral/internal/bounds"
@@ -41,6 +42,20 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 // Flags are strict (a malformed value is a usage error); environment
 // values are lenient (a malformed one means the default).
 func parseRun(args []string, lookup func(string) (string, bool)) (sandbox.Options, error) {
+	o, _, err := parseRunNoted(args, lookup)
+	return o, err
+}
+
+// parseRunNoted is parseRun, and also returns what -v should say about
+// the values used: a grace clamped from 45 to 30, an environment value
+// that did not parse.
+func parseRunNoted(args []string, lookup func(string) (string, bool)) (sandbox.Options, []string, error) {
+	var notes []string
+	o, err := parseRunWith(args, lookup, &notes)
+	return o, notes, err
+}
+
+func parseRunWith(args []string, lookup func(string) (string, bool), notes *[]string) (sandbox.Options, error) {
 	fs := flag.NewFlagSet("corral", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
@@ -62,7 +77,13 @@ func parseRun(args []string, lookup func(string) (string, bool)) (sandbox.Option
 	fs.BoolVar(&verbose, "verbose", false, "")
 	fs.BoolVar(&help, "h", false, "")
 	fs.BoolVar(&help, "help", false, "")
+	policy := registerPolicyFlags(fs) // policy.go
 	if err := fs.Parse(args); err != nil {
+		// The flag package repeats the whole of an unknown flag or a bad
+		// boolean: keep a pasted megabyte off the terminal.
+		if msg := err.Error(); len(msg) > 160 {
+			err = fmt.Errorf("%s... (%d bytes)", msg[:160], len(msg))
+		}
 		return sandbox.Options{}, err
 	}
 	if help {
@@ -70,6 +91,23 @@ func parseRun(args []string, lookup func(string) (string, bool)) (sandbox.Option
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// "--state -- RUNNER" hands "--" to --state as its value and the
+	// runner to nobody: say so rather than write a file named "--".
+	for _, f := range []struct{ name, value string }{
+		{"mode", mode}, {"state", state}, {"grace", grace}, {"poll", poll}, {"net", net}, {"config", configPath},
+	} {
+		if set[f.name] && f.value == "--" {
+			return sandbox.Options{}, fmt.Errorf("--%s needs a value, but the next argument is \"--\"", f.name)
+		}
+	}
+	for _, f := range []struct {
+		name   string
+		values listFlag
+	}{{"cap-add", capAdd}, {"rlimit", rlimits}} {
+		if slices.Contains(f.values, "--") {
+			return sandbox.Options{}, fmt.Errorf("--%s needs a value, but the next argument is \"--\"", f.name)
+		}
+	}
 
 	var o sandbox.Options
 	var err error
@@ -94,13 +132,19 @@ func parseRun(args []string, lookup func(string) (string, bool)) (sandbox.Option
 		o.Mode = sandbox.ModeAuto
 	}
 
-	graceSeconds, err := bounds.Float(grace, set["grace"], envGrace, lookup, graceDefault, graceMin, graceMax)
+	graceSeconds, note, err := bounds.FloatNoted(grace, set["grace"], envGrace, lookup, graceDefault, graceMin, graceMax)
 	if err != nil {
 		return o, fmt.Errorf("--grace: %w", err)
 	}
-	pollSeconds, err := bounds.Float(poll, set["poll"], envPoll, lookup, pollDefault, pollMin, pollMax)
+	if note != "" {
+		*notes = append(*notes, flagNote(set["grace"], "--grace ", note))
+	}
+	pollSeconds, note, err := bounds.FloatNoted(poll, set["poll"], envPoll, lookup, pollDefault, pollMin, pollMax)
 	if err != nil {
 		return o, fmt.Errorf("--poll: %w", err)
+	}
+	if note != "" {
+		*notes = append(*notes, flagNote(set["poll"], "--poll ", note))
 	}
 	o.Grace, o.Poll = bounds.Seconds(graceSeconds), bounds.Seconds(pollSeconds)
 
@@ -141,7 +185,11 @@ func parseRun(args []string, lookup func(string) (string, bool)) (sandbox.Option
 	case "none":
 		o.Namespaces.Net = true
 	default:
-		return o, fmt.Errorf("--net: unknown value %q: want host or none", net)
+		return o, fmt.Errorf("--net: unknown value %s: want host or none", bounds.Quote(net))
+	}
+
+	if err := policy.apply(&o, set, lookup); err != nil {
+		return o, err
 	}
 
 	command := fs.Args()
@@ -167,7 +215,7 @@ func parseRun(args []string, lookup func(string) (string, bool)) (sandbox.Option
 // the path PATH would give: corral never searches PATH itself, so what
 // runs is exactly what the caller wrote.
 func relativeRunnerError(name string, lookup func(string) (string, bool)) error {
-	msg := fmt.Sprintf("runner %q is not an absolute path", name)
+	msg := fmt.Sprintf("runner %s is not an absolute path", bounds.Quote(name))
 	if !strings.Contains(name, "/") {
 		if path, ok := lookup("PATH"); ok {
 			for _, dir := range filepath.SplitList(path) {
@@ -195,7 +243,7 @@ func firstEnv(names []string, lookup func(string) (string, bool)) (string, bool)
 // runnerEnv is the caller's environment without corral's own settings.
 func runnerEnv(environ []string) []string {
 	own := map[string]bool{}
-	for _, names := range [][]string{envMode, envState, envGrace, envPoll, envVerbose} {
+	for _, names := range [][]string{envMode, envState, envGrace, envPoll, envVerbose, envTimeout} {
 		for _, n := range names {
 			own[n] = true
 		}
@@ -208,4 +256,13 @@ func runnerEnv(environ []string) []string {
 		}
 	}
 	return out
+}
+
+// flagNote names where a noted value came from: the flag, or (already in
+// the note) the environment variable.
+func flagNote(fromFlag bool, flagName, note string) string {
+	if fromFlag {
+		return flagName + note
+	}
+	return note
 }

@@ -139,3 +139,65 @@ func TestParseRunPrivileges(t *testing.T) {
 		t.Fatalf("rlimits %+v", o.Privileges.Rlimits)
 	}
 }
+
+// A flag followed by "--" has no value: a usage error, not a state file
+// named "--".
+func TestFlagValueDashDash(t *testing.T) {
+	for _, args := range [][]string{
+		{"--state", "--", "/bin/true"},
+		{"--config", "--", "/bin/true"},
+		{"--grace", "--", "/bin/true"},
+		{"--cap-add", "--", "/bin/true"},
+		{"--rlimit", "--", "/bin/true"},
+	} {
+		_, err := parseRun(args, env(nil))
+		if err == nil || !strings.Contains(err.Error(), args[0]+" needs a value") {
+			t.Errorf("%v: want a usage error naming %s, got %v", args, args[0], err)
+		}
+	}
+}
+
+// A huge malformed value is named, not echoed whole.
+func TestHugeValuesAreNotEchoed(t *testing.T) {
+	huge := strings.Repeat("7", 100_000) + "x"
+	for _, args := range [][]string{
+		{"--grace", huge, "--", "/bin/true"},
+		{"--poll", huge, "--", "/bin/true"},
+		{"--mode", huge, "--", "/bin/true"},
+		{"--net", huge, "--", "/bin/true"},
+		{"--cap-add", huge, "--", "/bin/true"},
+		{"--rlimit", huge, "--", "/bin/true"},
+		{"--rlimit", "RLIMIT_CORE=" + huge, "--", "/bin/true"},
+		{"--" + huge, "--", "/bin/true"},
+		{"-v=" + huge, "--", "/bin/true"},
+		{"--", huge},
+	} {
+		_, err := parseRun(args, env(nil))
+		if err == nil {
+			t.Errorf("%.20s...: accepted", args[0])
+			continue
+		}
+		if len(err.Error()) > 400 || !strings.Contains(err.Error(), "bytes") {
+			t.Errorf("%.20s...: a %d-byte message: %.200s", args[0], len(err.Error()), err)
+		}
+	}
+}
+
+// A clamped or unparsable timing value is noted for -v, once.
+func TestClampNotes(t *testing.T) {
+	_, notes, err := parseRunNoted([]string{"--grace", "45", "--poll", "0.001", "--", "/bin/true"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`--grace "45" is above the maximum: using 30`, `--poll "0.001" is below the minimum: using 0.01`}
+	if !slices.Equal(notes, want) {
+		t.Errorf("notes %q, want %q", notes, want)
+	}
+	_, notes, _ = parseRunNoted([]string{"--", "/bin/true"}, env(map[string]string{"CORRAL_GRACE_SECONDS": "abc"}))
+	if len(notes) != 1 || !strings.Contains(notes[0], `CORRAL_GRACE_SECONDS="abc" is not a number of seconds: using the default 10`) {
+		t.Errorf("notes %q", notes)
+	}
+	if _, notes, _ = parseRunNoted([]string{"--grace", "5", "--", "/bin/true"}, env(nil)); len(notes) != 0 {
+		t.Errorf("a value in bounds is noted: %q", notes)
+	}
+}

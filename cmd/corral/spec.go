@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/corral-sh/corral/internal/bounds"
 	"io"
 
 	"github.com/corral-sh/corral/sandbox"
@@ -11,7 +12,7 @@ import (
 // sandbox.DefaultConfig for what it leaves out, and why).
 func runSpec(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
-		fmt.Fprintf(stderr, "usage: corral spec takes no arguments, got %q\nRun 'corral --help' for the options.\n", args[0])
+		fmt.Fprintf(stderr, "usage: corral spec takes no arguments, got %s\nRun 'corral --help' for the options.\n", bounds.Quote(args[0]))
 		return exitUsage
 	}
 	data, err := sandbox.DefaultConfig()

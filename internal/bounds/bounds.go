@@ -22,13 +22,22 @@ import (
 // the result is always within the bounds (min <= max is the caller's
 // responsibility). Only the flag path can return an error.
 func Float(flagValue string, flagSet bool, envNames []string, lookup func(string) (string, bool), def, min, max float64) (float64, error) {
+	v, _, err := FloatNoted(flagValue, flagSet, envNames, lookup, def, min, max)
+	return v, err
+}
+
+// FloatNoted is Float, and also says in note, when the value used is not
+// the one given (clamped, or an environment value that did not parse),
+// what was given and where: "45 from the flag is above the maximum 30".
+// note is empty when the value used is the one given, or the default.
+func FloatNoted(flagValue string, flagSet bool, envNames []string, lookup func(string) (string, bool), def, min, max float64) (float64, string, error) {
 	if flagSet {
 		v, err := parse(flagValue)
 		if err != nil {
-			return Clamp(def, min, max), fmt.Errorf("invalid value %q: want seconds between %s and %s",
-				flagValue, format(min), format(max))
+			return Clamp(def, min, max), "", fmt.Errorf("invalid value %s: want seconds between %s and %s",
+				Quote(flagValue), format(min), format(max))
 		}
-		return Clamp(v, min, max), nil
+		return Clamp(v, min, max), clampNote(flagValue, v, min, max), nil
 	}
 	if lookup != nil {
 		for _, name := range envNames {
@@ -42,12 +51,27 @@ func Float(flagValue string, flagSet bool, envNames []string, lookup func(string
 			// whitespace; values copied into YAML manifests often carry some.
 			v, err := parse(strings.TrimSpace(raw))
 			if err != nil {
-				return Clamp(def, min, max), nil
+				return Clamp(def, min, max), fmt.Sprintf("%s=%s is not a number of seconds: using the default %s", name, Quote(raw), format(Clamp(def, min, max))), nil
 			}
-			return Clamp(v, min, max), nil
+			if note := clampNote(strings.TrimSpace(raw), v, min, max); note != "" {
+				return Clamp(v, min, max), name + "=" + note, nil
+			}
+			return Clamp(v, min, max), "", nil
 		}
 	}
-	return Clamp(def, min, max), nil
+	return Clamp(def, min, max), "", nil
+}
+
+// clampNote says how v, given as text, was clamped; "" when it was not.
+func clampNote(text string, v, min, max float64) string {
+	switch c := Clamp(v, min, max); {
+	case c == v:
+		return ""
+	case c == max:
+		return fmt.Sprintf("%s is above the maximum: using %s", Quote(text), format(c))
+	default:
+		return fmt.Sprintf("%s is below the minimum: using %s", Quote(text), format(c))
+	}
 }
 
 // Clamp returns v limited to [min, max]. NaN compares false against
@@ -154,3 +178,16 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 // format renders a bound the way a person would type it: 30, 0.01, 5.
 func format(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// quoteMax is how much of a user's value an error message repeats.
+const quoteMax = 64
+
+// Quote renders a value a user gave for an error message: quoted as %q
+// does, and cut to its first 64 bytes, with its length, when longer, so a
+// pasted 100 KB value does not flood the terminal.
+func Quote(s string) string {
+	if len(s) <= quoteMax {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:quoteMax]), len(s))
+}

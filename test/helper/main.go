@@ -58,6 +58,35 @@ Commands:
                                  (+user) namespaces and mount a fresh /proc there
   deny-subreaper -- PATH [ARG]  execve PATH ARG... under a seccomp filter that
                                  fails prctl(PR_SET_CHILD_SUBREAPER) with EINVAL
+  fds                            print "fd=N dev=D ino=I" for every descriptor
+                                 this process inherited (those without
+                                 FD_CLOEXEC; the Go runtime's own have it)
+  accept                         accept one connection on each of the
+                                 LISTEN_FDS descriptors from 3 (systemd socket
+                                 activation), write "x" to it, close it
+  bytes                          print "arg HEX" for each of argv, "env HEX" for
+                                 each environment entry, "exe HEX", "cwd HEX"
+  sigmask -block SIG[,SIG...] -- PATH [ARG]
+                                 block the signals, execve PATH ARG... with
+                                 this environment
+  sigint                         print "sigint N" at each SIGINT; at the stdin
+                                 line "exit" print "sigint total N", exit N
+  tiocsti [-tty] TEXT            push TEXT into stdin's (-tty: /dev/tty's)
+                                 terminal input with TIOCSTI; exit 0 and print
+                                 "tiocsti: refused: ERRNO" if refused, else 1
+  tty-caller -- PATH [ARG]       run PATH as a plain child (no job control),
+                                 print "caller: status=S pgrp=P tpgid=T", read
+                                 a line from stdin, print "caller: got LINE"
+  deny-namespaces -- PATH [ARG] execve PATH ARG... under a seccomp filter that
+                                 refuses namespaces as Docker's default profile
+                                 does without CAP_SYS_ADMIN: clone and unshare
+                                 with a CLONE_NEW* flag and every setns fail
+                                 with EPERM, clone3 with ENOSYS
+  pids-full-at-clone -cgroup DIR -- PATH [ARG]
+                                 execve PATH ARG...; when it clones a new PID
+                                 namespace, move the cloning thread into the
+                                 v1 pids cgroup DIR, full: that clone fails
+                                 with the kernel's own EAGAIN
   catch  [-log F] [-keep SIGS] [-exit SIGS] [-- CHILD]
                                  append the name of each caught signal to F; keep
                                  running on those of -keep, exit 100+signal on the
@@ -157,17 +186,32 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"exit":           cmdExit,
-		"sleep":          cmdSleep,
-		"cat":            cmdCat,
-		"usr1":           cmdUsr1,
-		"env":            cmdEnv,
-		"report":         cmdReport,
-		"spawn":          cmdSpawn,
-		"exec":           cmdExec,
-		"pid1":           cmdPID1,
-		"nsprobe":        cmdNSProbe,
-		"deny-subreaper": cmdDenySubreaper,
+		"exit":               cmdExit,
+		"sleep":              cmdSleep,
+		"cat":                cmdCat,
+		"usr1":               cmdUsr1,
+		"env":                cmdEnv,
+		"report":             cmdReport,
+		"spawn":              cmdSpawn,
+		"exec":               cmdExec,
+		"pid1":               cmdPID1,
+		"nsprobe":            cmdNSProbe,
+		"deny-subreaper":     cmdDenySubreaper,
+		"fds":                cmdFDs,
+		"accept":             cmdAccept,
+		"bytes":              cmdBytes,
+		"sigmask":            cmdSigmask,
+		"sigint":             cmdSigint,    // terminal.go
+		"tiocsti":            cmdTiocsti,   // terminal.go
+		"tty-caller":         cmdTTYCaller, // terminal.go
+		"deny-namespaces":    cmdDenyNamespaces,
+		"pids-full-at-clone": cmdPidsFullAtClone,
+		// Sandbox policy (policy.go).
+		"try":           cmdTry,
+		"deny-landlock": cmdDenyLandlock,
+		"pidns-reaper":  cmdPidnsReaper,
+		"orphan-exec":   cmdOrphanExec,
+		"thread-parent": cmdThreadParent,
 	}
 }
 
@@ -764,6 +808,205 @@ func cmdDenySubreaper(fs *flag.FlagSet) func(*common) error {
 		}
 		return unix.Exec(c.args[0], c.args, os.Environ())
 	}
+}
+
+// cmdDenyNamespaces execs a program under the part of moby's default
+// seccomp profile that a container without CAP_SYS_ADMIN meets when it
+// tries to make namespaces: clone and unshare with any CLONE_NEW* flag
+// and setns fail with EPERM, and clone3 fails with ENOSYS (its flags sit
+// behind a pointer a filter cannot read, so the profile makes libc fall
+// back to clone). Everything else is allowed.
+func cmdDenyNamespaces(fs *flag.FlagSet) func(*common) error {
+	return func(c *common) error {
+		if len(c.args) == 0 {
+			return errors.New("deny-namespaces: no program")
+		}
+		arch, ok := map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64}[runtime.GOARCH]
+		if !ok {
+			return fmt.Errorf("deny-namespaces: no seccomp arch for %s", runtime.GOARCH)
+		}
+		// CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET (moby's
+		// mask 0x7E020000), and CLONE_NEWTIME, which unshare takes.
+		const nsFlags = 0x7E020000 | unix.CLONE_NEWTIME
+		const (
+			ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+			jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+			jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+			ret  = unix.BPF_RET | unix.BPF_K
+		)
+		// struct seccomp_data: nr at 0, arch at 4, args[0] (low word) at 16.
+		// Jump offsets count from the next instruction.
+		filter := []unix.SockFilter{
+			/* 0 */ {Code: ld, K: 4},
+			/* 1 */ {Code: jeq, K: arch, Jt: 0, Jf: 5}, // another arch: allow (7)
+			/* 2 */ {Code: ld, K: 0},
+			/* 3 */ {Code: jeq, K: unix.SYS_CLONE, Jt: 4}, // flags (8)
+			/* 4 */ {Code: jeq, K: unix.SYS_UNSHARE, Jt: 3}, // flags (8)
+			/* 5 */ {Code: jeq, K: unix.SYS_SETNS, Jt: 4}, // EPERM (10)
+			/* 6 */ {Code: jeq, K: unix.SYS_CLONE3, Jt: 4}, // ENOSYS (11)
+			/* 7 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
+			/* 8 */ {Code: ld, K: 16},
+			/* 9 */ {Code: jset, K: nsFlags, Jt: 0, Jf: 2}, // EPERM (10) or allow (12)
+			/* 10 */ {Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+			/* 11 */ {Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
+			/* 12 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
+		}
+		prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+		runtime.LockOSThread()
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return fmt.Errorf("no_new_privs: %w", err)
+		}
+		// TSYNC: every thread of this Go process, so the exec below
+		// carries the filter whichever thread runs it.
+		if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+			unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); errno != 0 {
+			return fmt.Errorf("seccomp: %w", errno)
+		}
+		return unix.Exec(c.args[0], c.args, os.Environ())
+	}
+}
+
+// cmdPidsFullAtClone makes the clone of a new PID namespace by a program
+// meet a full pids cgroup, for real. A seccomp filter hands that clone to
+// this process (SECCOMP_RET_USER_NOTIF), which moves the calling thread
+// alone into the v1 pids cgroup DIR (cgroup v1 places threads one by one),
+// sets pids.max there to what is in use, and lets the kernel carry the
+// clone out (SECCOMP_USER_NOTIF_FLAG_CONTINUE): it fails with the kernel's
+// own EAGAIN. The program's other threads stay where they were, so its Go
+// runtime can still start threads: a Go program that cannot dies (DESIGN
+// trap 14), which is not what this is for.
+func cmdPidsFullAtClone(fs *flag.FlagSet) func(*common) error {
+	cgroup := fs.String("cgroup", "", "pids cgroup directory")
+	inner := fs.Bool("inner", false, "internal: the process that becomes PATH")
+	return func(c *common) error {
+		if len(c.args) == 0 || *cgroup == "" {
+			return errors.New("pids-full-at-clone: want -cgroup DIR -- PATH [ARG...]")
+		}
+		if *inner {
+			return pidsInner(c.args)
+		}
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		theirs := os.NewFile(uintptr(fds[1]), "listener socket")
+		cmd := exec.Command("/proc/self/exe", append([]string{"-marker", marker, "pids-full-at-clone", "-inner", "-cgroup", *cgroup, "--"}, c.args...)...)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		cmd.ExtraFiles = []*os.File{theirs} // fd 3
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		theirs.Close()
+		buf, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(4))
+		_, oobn, _, _, err := unix.Recvmsg(fds[0], buf, oob, 0)
+		unix.Close(fds[0])
+		if err != nil {
+			return fmt.Errorf("receive the seccomp listener: %w", err)
+		}
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil || len(msgs) != 1 {
+			return fmt.Errorf("receive the seccomp listener: %v", err)
+		}
+		listener, err := unix.ParseUnixRights(&msgs[0])
+		if err != nil || len(listener) != 1 {
+			return fmt.Errorf("receive the seccomp listener: %v", err)
+		}
+		go fillAtClone(listener[0], *cgroup)
+		err = cmd.Wait()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				os.Exit(128 + int(ws.Signal()))
+			}
+			os.Exit(exit.ExitCode())
+		}
+		return err
+	}
+}
+
+// seccompNotif and seccompNotifResp are struct seccomp_notif and struct
+// seccomp_notif_resp of <linux/seccomp.h>.
+type seccompNotif struct {
+	ID    uint64
+	Pid   uint32
+	Flags uint32
+	Nr    int32
+	Arch  uint32
+	IP    uint64
+	Args  [6]uint64
+}
+
+type seccompNotifResp struct {
+	ID    uint64
+	Val   int64
+	Error int32
+	Flags uint32
+}
+
+// fillAtClone answers every notification of listener: the first moves
+// the cloning thread into cgroup and fills it, and each lets the clone run.
+func fillAtClone(listener int, cgroup string) {
+	filled := false
+	for {
+		var n seccompNotif
+		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))); errno != 0 {
+			if errno == unix.EINTR {
+				continue
+			}
+			return // the program is gone
+		}
+		if !filled {
+			// n.Pid is the thread that called clone.
+			if err := os.WriteFile(filepath.Join(cgroup, "tasks"), []byte(strconv.Itoa(int(n.Pid))), 0); err != nil {
+				fmt.Fprintf(os.Stderr, "helper: move thread %d into %s: %v\n", n.Pid, cgroup, err)
+			}
+			if cur, err := os.ReadFile(filepath.Join(cgroup, "pids.current")); err == nil {
+				_ = os.WriteFile(filepath.Join(cgroup, "pids.max"), []byte(strings.TrimSpace(string(cur))), 0)
+			}
+			filled = true
+		}
+		resp := seccompNotifResp{ID: n.ID, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+		_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+	}
+}
+
+// pidsInner installs the filter on its own locked thread (the one that
+// execs, so the program carries it), sends the listener to its parent on
+// fd 3, and execs the program.
+func pidsInner(args []string) error {
+	arch, ok := map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64}[runtime.GOARCH]
+	if !ok {
+		return fmt.Errorf("pids-full-at-clone: no seccomp arch for %s", runtime.GOARCH)
+	}
+	runtime.LockOSThread()
+	const (
+		ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+		ret  = unix.BPF_RET | unix.BPF_K
+	)
+	filter := []unix.SockFilter{
+		/* 0 */ {Code: ld, K: 4},
+		/* 1 */ {Code: jeq, K: arch, Jt: 0, Jf: 4}, // allow (6)
+		/* 2 */ {Code: ld, K: 0},
+		/* 3 */ {Code: jeq, K: unix.SYS_CLONE, Jt: 0, Jf: 2}, // allow (6)
+		/* 4 */ {Code: ld, K: 16},
+		/* 5 */ {Code: jset, K: unix.CLONE_NEWPID, Jt: 1, Jf: 0}, // notify (7) or allow (6)
+		/* 6 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
+		/* 7 */ {Code: ret, K: unix.SECCOMP_RET_USER_NOTIF},
+	}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	listener, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+		unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, uintptr(unsafe.Pointer(&prog)))
+	if errno != 0 {
+		return fmt.Errorf("seccomp: %w", errno)
+	}
+	if err := unix.Sendmsg(3, []byte{0}, unix.UnixRights(int(listener)), nil, 0); err != nil {
+		return fmt.Errorf("send the seccomp listener: %w", err)
+	}
+	unix.Close(int(listener))
+	unix.Close(3)
+	return unix.Exec(args[0], args, os.Environ())
 }
 
 // Commands the containment tests use (test/containment_test.go).

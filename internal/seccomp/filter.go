@@ -1,0 +1,252 @@
+package seccomp
+
+import (
+	"fmt"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// Match says when a Rule applies to a call of its system call.
+type Match uint8
+
+const (
+	// Always: every call.
+	Always Match = iota
+	// AnyBits: args[Arg] & Value != 0, over all 64 bits (flag words such
+	// as the CLONE_NEW* bits of unshare(2)).
+	AnyBits
+	// Low32: uint32(args[Arg]) == uint32(Value). For arguments the kernel
+	// takes as a 32-bit int (ioctl's request is an unsigned int), so
+	// garbage a caller puts in the upper half cannot slip past.
+	Low32
+)
+
+// Rule makes one system call fail with Errno instead of running, always or
+// when one argument matches. Rules are checked in order and the first that
+// matches decides; a call no rule matches is allowed.
+type Rule struct {
+	Syscall uintptr // number on the architecture corral was built for (unix.SYS_*)
+	Match   Match
+	Arg     int    // the argument Match looks at, 0 to 5; unused with Always
+	Value   uint64 // the bits (AnyBits) or the value (Low32) to compare with
+	Errno   unix.Errno
+}
+
+// x32Bit is __X32_SYSCALL_BIT: x86_64's x32 ABI enters with the x86_64 arch
+// value and this bit set in the syscall number.
+const x32Bit = 0x40000000
+
+// auditArchLE is __AUDIT_ARCH_LE: set in the arch values of little-endian
+// ABIs, and it tells which half of a 64-bit argument is the low one.
+const auditArchLE = 0x40000000
+
+// abi is one system-call entry point the kernel tells a filter apart by
+// seccomp_data.arch.
+type abi struct {
+	name  string
+	audit uint32
+	// nrMask is ANDed into the syscall number before any comparison. On
+	// x86_64 it clears the x32 bit, so a rule for a native number covers
+	// x32's number for the same call too: the two tables share numbers
+	// except in 512-547, which the kernel keeps free of native calls.
+	nrMask uint32
+	// ioctl lists the numbers of ioctl(2) at this entry point.
+	ioctl []uint32
+}
+
+type platform struct {
+	native abi
+	// compat entry points a process of this architecture can reach
+	// (int 0x80 on x86_64, AArch32 tasks on arm64). Build leaves them
+	// alone; DenyTerminalInjection covers them.
+	compat []abi
+}
+
+var platforms = map[string]platform{
+	"amd64": {
+		// 16 is ioctl; 514 (with the x32 bit) is x32's own compat ioctl.
+		native: abi{name: "x86_64", audit: unix.AUDIT_ARCH_X86_64, nrMask: ^uint32(x32Bit), ioctl: []uint32{16, 514}},
+		compat: []abi{{name: "i386", audit: unix.AUDIT_ARCH_I386, ioctl: []uint32{54}}},
+	},
+	"arm64": {
+		native: abi{name: "aarch64", audit: unix.AUDIT_ARCH_AARCH64, ioctl: []uint32{29}},
+		compat: []abi{{name: "arm", audit: unix.AUDIT_ARCH_ARM, ioctl: []uint32{54}}},
+	},
+}
+
+func platformFor(goarch string) (platform, error) {
+	p, ok := platforms[goarch]
+	if !ok {
+		return platform{}, fmt.Errorf("seccomp filters are built for amd64 and arm64 only, not %s", goarch)
+	}
+	return p, nil
+}
+
+// Build assembles rules into a program for the architecture corral was
+// built for, covering its native system calls (and x32's on amd64). Every
+// other arch value, the 32-bit compat entry points included, is allowed
+// untouched: Build is for narrow filters (test jails, fail-closed probes),
+// not a boundary against a process that switches ABI to dodge them.
+func Build(rules []Rule) ([]unix.SockFilter, error) {
+	return build(runtime.GOARCH, rules)
+}
+
+func build(goarch string, rules []Rule) ([]unix.SockFilter, error) {
+	p, err := platformFor(goarch)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range rules {
+		if err := r.check(p.native); err != nil {
+			return nil, fmt.Errorf("seccomp rule %d: %w", i, err)
+		}
+	}
+	return assemble([]block{{p.native, rules}})
+}
+
+// DenyTerminalInjection returns the filter corral installs on the runner's
+// thread: ioctl with request TIOCSTI or TIOCLINUX fails with EPERM at every
+// entry point of the architecture, and everything else is allowed.
+//
+// Only the low 32 bits of the request are compared, as the kernel does
+// (ioctl's cmd is an unsigned int): 0xffffffff00005412 is TIOCSTI too. The
+// compat entry points are covered rather than refused, so 32-bit programs
+// keep working under corral. An arch value this architecture's kernel never
+// produces is allowed: every entry point it has is listed, and refusing
+// unknown ones would only break the runner should a kernel grow a new one.
+func DenyTerminalInjection() ([]unix.SockFilter, error) {
+	return terminalFilter(runtime.GOARCH)
+}
+
+func terminalFilter(goarch string) ([]unix.SockFilter, error) {
+	p, err := platformFor(goarch)
+	if err != nil {
+		return nil, err
+	}
+	blocks := []block{{p.native, terminalRules(p.native)}}
+	for _, c := range p.compat {
+		blocks = append(blocks, block{c, terminalRules(c)})
+	}
+	return assemble(blocks)
+}
+
+func terminalRules(a abi) []Rule {
+	var rules []Rule
+	for _, nr := range a.ioctl {
+		for _, req := range []uint64{unix.TIOCSTI, unix.TIOCLINUX} {
+			rules = append(rules, Rule{Syscall: uintptr(nr), Match: Low32, Arg: 1, Value: req, Errno: unix.EPERM})
+		}
+	}
+	return rules
+}
+
+func (r Rule) check(a abi) error {
+	if uint64(r.Syscall) > 0xffffffff {
+		return fmt.Errorf("syscall number %#x does not fit in 32 bits", r.Syscall)
+	}
+	if a.nrMask != 0 && uint32(r.Syscall)&^a.nrMask != 0 {
+		return fmt.Errorf("syscall number %#x is not a native %s number (the native number covers x32's)", r.Syscall, a.name)
+	}
+	switch r.Match {
+	case Always:
+	case AnyBits, Low32:
+		if r.Arg < 0 || r.Arg > 5 {
+			return fmt.Errorf("argument index %d out of range 0-5", r.Arg)
+		}
+		if r.Match == AnyBits && r.Value == 0 {
+			return fmt.Errorf("AnyBits with an empty mask never matches")
+		}
+	default:
+		return fmt.Errorf("unknown match %d", r.Match)
+	}
+	// Errno 0 would make the call "succeed" without running; above
+	// MAX_ERRNO the kernel clamps it. Neither is something to ask for.
+	if r.Errno < 1 || r.Errno > 4095 {
+		return fmt.Errorf("errno %d out of range 1-4095", int(r.Errno))
+	}
+	return nil
+}
+
+type block struct {
+	abi   abi
+	rules []Rule
+}
+
+// assemble lays out: load arch; for each block, "arch matches → jump to its
+// code"; allow any other arch; then each block: load nr, the rules, allow.
+func assemble(blocks []block) ([]unix.SockFilter, error) {
+	var a asm
+	a.stmt(opLd, offArch)
+	starts := make([]int, len(blocks))
+	for i, b := range blocks {
+		starts[i] = a.label()
+		miss := a.label()
+		a.jump(opJeq, b.abi.audit, next, miss)
+		a.ja(starts[i]) // a block may lie beyond a conditional jump's 255
+		a.bind(miss)
+	}
+	a.stmt(opRet, unix.SECCOMP_RET_ALLOW)
+	for i, b := range blocks {
+		a.bind(starts[i])
+		b.emit(&a)
+	}
+	return a.finish()
+}
+
+// emit keeps the (masked) syscall number in the accumulator between rules,
+// reloading it after a rule that loaded an argument.
+func (b block) emit(a *asm) {
+	loadNr := func() {
+		a.stmt(opLd, offNr)
+		if b.abi.nrMask != 0 {
+			a.stmt(opAnd, b.abi.nrMask)
+		}
+	}
+	loadNr()
+	for _, r := range b.rules {
+		skip := a.label()
+		a.jump(opJeq, uint32(r.Syscall), next, skip)
+		if r.Match == Always {
+			a.stmt(opRet, retErrno(r.Errno))
+			a.bind(skip)
+			continue
+		}
+		hit := a.label()
+		lo, hi := argOffsets(b.abi, r.Arg)
+		switch r.Match {
+		case AnyBits:
+			if m := uint32(r.Value); m != 0 {
+				a.stmt(opLd, lo)
+				a.jump(opJset, m, hit, next)
+			}
+			if m := uint32(r.Value >> 32); m != 0 {
+				a.stmt(opLd, hi)
+				a.jump(opJset, m, hit, next)
+			}
+		case Low32:
+			a.stmt(opLd, lo)
+			a.jump(opJeq, uint32(r.Value), hit, next)
+		}
+		loadNr()
+		a.ja(skip)
+		a.bind(hit)
+		a.stmt(opRet, retErrno(r.Errno))
+		a.bind(skip)
+	}
+	a.stmt(opRet, unix.SECCOMP_RET_ALLOW)
+}
+
+// argOffsets gives the offsets of the low and high 32-bit halves of
+// args[i]; BPF_LD|BPF_W loads 32 bits in host order.
+func argOffsets(a abi, i int) (lo, hi uint32) {
+	base := uint32(offArgs + 8*i)
+	if a.audit&auditArchLE != 0 {
+		return base, base + 4
+	}
+	return base + 4, base
+}
+
+func retErrno(e unix.Errno) uint32 {
+	return unix.SECCOMP_RET_ERRNO | uint32(e)&unix.SECCOMP_RET_DATA
+}

@@ -1,0 +1,441 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The fresh /proc of pidns mode shows the new PID namespace, but a plain
+// proc mount also drops every restriction the caller's /proc had: the
+// hidepid and subset options, and what a container runtime masks or makes
+// read-only beneath it (/proc/kcore, /proc/sys, ...). mountProc carries
+// them over, reading the caller's mount table before it covers it.
+
+// mountEntry is one line of /proc/PID/mountinfo (proc(5)).
+type mountEntry struct {
+	ID, Parent   int
+	Root         string // the path inside the filesystem that is mounted here
+	MountPoint   string
+	Options      []string // per mount: rw or ro, nosuid, nodev, noexec, ...
+	FSType       string
+	Source       string
+	SuperOptions []string // per filesystem: for proc, hidepid=, subset=, gid=
+}
+
+// parseMountinfo parses a whole mountinfo table. A line that is not what
+// the kernel writes is an error: corral cannot keep restrictions it cannot
+// read, so it refuses rather than guess.
+func parseMountinfo(text string) ([]mountEntry, error) {
+	var out []mountEntry
+	for n, line := range strings.Split(text, "\n") {
+		if line == "" {
+			continue
+		}
+		e, err := parseMountinfoLine(line)
+		if err != nil {
+			return nil, fmt.Errorf("mountinfo line %d: %w", n+1, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func parseMountinfoLine(line string) (mountEntry, error) {
+	// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
+	fields := strings.Split(line, " ")
+	sep := slices.Index(fields, "-")
+	if sep < 6 || len(fields) != sep+4 {
+		return mountEntry{}, errors.New("not the kernel's format (want 6 fields, optional fields, \"-\", 3 fields)")
+	}
+	var e mountEntry
+	var err error
+	if e.ID, err = strconv.Atoi(fields[0]); err != nil || e.ID < 0 {
+		return mountEntry{}, fmt.Errorf("mount id %q is not a number", fields[0])
+	}
+	if e.Parent, err = strconv.Atoi(fields[1]); err != nil || e.Parent < 0 {
+		return mountEntry{}, fmt.Errorf("parent id %q is not a number", fields[1])
+	}
+	if e.Root, err = unescapeMountField(fields[3]); err != nil {
+		return mountEntry{}, err
+	}
+	if e.MountPoint, err = unescapeMountField(fields[4]); err != nil {
+		return mountEntry{}, err
+	}
+	if !strings.HasPrefix(e.MountPoint, "/") || !strings.HasPrefix(e.Root, "/") {
+		return mountEntry{}, fmt.Errorf("root %q or mount point %q is not absolute", e.Root, e.MountPoint)
+	}
+	e.Options = strings.Split(fields[5], ",")
+	if e.FSType, err = unescapeMountField(fields[sep+1]); err != nil {
+		return mountEntry{}, err
+	}
+	if e.Source, err = unescapeMountField(fields[sep+2]); err != nil {
+		return mountEntry{}, err
+	}
+	e.SuperOptions = strings.Split(fields[sep+3], ",")
+	return e, nil
+}
+
+// unescapeMountField undoes the kernel's octal escapes (\040 for a space,
+// \011, \012, \134) in a path or name of mountinfo.
+func unescapeMountField(s string) (string, error) {
+	if !strings.Contains(s, `\`) {
+		return s, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+4 > len(s) {
+			return "", fmt.Errorf("field %q: truncated escape", s)
+		}
+		v, err := strconv.ParseUint(s[i+1:i+4], 8, 8)
+		if err != nil {
+			return "", fmt.Errorf("field %q: bad escape %q", s, s[i:i+4])
+		}
+		b.WriteByte(byte(v))
+		i += 3
+	}
+	return b.String(), nil
+}
+
+func hasOption(opts []string, name string) bool { return slices.Contains(opts, name) }
+
+// procStepKind is what is done to one path beneath the fresh /proc.
+type procStepKind int
+
+const (
+	// stepMask hides the path: an empty read-only tmpfs over a directory,
+	// a read-only bind of /dev/null over anything else.
+	stepMask procStepKind = iota
+	// stepBind binds the path onto itself with the given flags (a
+	// read-only /proc/sys, as container runtimes make it).
+	stepBind
+)
+
+// procStep is one mount beneath the fresh /proc.
+type procStep struct {
+	Path     string // beneath /proc, without the leading "/proc/": "sys", "sys/fs/binfmt_misc"
+	Kind     procStepKind
+	ReadOnly bool    // stepBind: read-only
+	Flags    uintptr // stepBind: nosuid, nodev, noexec as the caller had them
+	Why      string  // for the error message when the step fails
+}
+
+// procPlan is how the fresh /proc is mounted and what is done beneath it.
+type procPlan struct {
+	Flags uintptr // for the proc mount itself: MS_RDONLY when the caller's was
+	Data  string  // proc options: hidepid=, subset=, gid=
+	Steps []procStep
+}
+
+// Paths container runtimes mask or make read-only (runc's and moby's
+// defaults). A runner that runs as uid 0 gets them whatever the caller
+// had: it owns these files even with no capability, and several have no
+// capability check at all (sysrq-trigger, irq affinity, sysctls such as
+// kernel.core_pattern).
+var (
+	uid0MaskedPaths   = []string{"asound", "acpi", "interrupts", "kcore", "keys", "latency_stats", "timer_list", "timer_stats", "sched_debug", "scsi"}
+	uid0ReadOnlyPaths = []string{"bus", "fs", "irq", "sys", "sysrq-trigger"}
+)
+
+// planProc decides, from the caller's mount table, how the fresh /proc
+// keeps every restriction of the caller's. keepGID says whether a gid=
+// proc option can be carried over (the numbers mean the same thing inside
+// and outside); otherwise it is dropped, which only hides more.
+func planProc(entries []mountEntry, runnerUID0, keepGID bool) (procPlan, error) {
+	byID := make(map[int]*mountEntry, len(entries))
+	for i := range entries {
+		byID[entries[i].ID] = &entries[i]
+	}
+	// The caller's /proc is the mount at /proc that nothing else at
+	// /proc covers (a mount stacked on it has it as its parent).
+	var top *mountEntry
+	for i := range entries {
+		e := &entries[i]
+		if path.Clean(e.MountPoint) != "/proc" {
+			continue
+		}
+		covered := false
+		for j := range entries {
+			if entries[j].Parent == e.ID && path.Clean(entries[j].MountPoint) == "/proc" && entries[j].ID != e.ID {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			top = e // the last one wins: later mounts are stacked later
+		}
+	}
+	if top == nil {
+		return procPlan{}, errors.New("the caller has no /proc mount")
+	}
+	if top.FSType != "proc" {
+		return procPlan{}, fmt.Errorf("the caller's /proc is a %s mount, not proc: corral will not give the runner a /proc the caller does not have", top.FSType)
+	}
+
+	var plan procPlan
+	if hasOption(top.Options, "ro") {
+		plan.Flags |= unix.MS_RDONLY
+	}
+	var data []string
+	for _, o := range top.SuperOptions {
+		switch name, _, _ := strings.Cut(o, "="); name {
+		case "hidepid", "subset":
+			data = append(data, o)
+		case "gid":
+			if keepGID {
+				data = append(data, o)
+			}
+		}
+	}
+	plan.Data = strings.Join(data, ",")
+
+	if runnerUID0 {
+		for _, p := range uid0ReadOnlyPaths {
+			plan.Steps = append(plan.Steps, procStep{Path: p, Kind: stepBind, ReadOnly: true,
+				Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, Why: "make /proc/" + p + " read-only for a uid-0 runner"})
+		}
+		for _, p := range uid0MaskedPaths {
+			plan.Steps = append(plan.Steps, procStep{Path: p, Kind: stepMask, Why: "mask /proc/" + p + " for a uid-0 runner"})
+		}
+	}
+
+	// Every mount beneath the caller's /proc, parents before children:
+	// the depth of a mount is the length of its chain of parents up to
+	// the caller's /proc. Mounts on a /proc that is covered, or outside
+	// it, have no such chain and show nothing to the caller.
+	type sub struct {
+		e     *mountEntry
+		rel   string
+		depth int
+		order int
+	}
+	var subs []sub
+	for i := range entries {
+		e := &entries[i]
+		mp := path.Clean(e.MountPoint)
+		rel, ok := strings.CutPrefix(mp, "/proc/")
+		if !ok || rel == "" {
+			continue
+		}
+		depth, p := 0, e
+		for p != nil && p.ID != top.ID && depth <= len(entries) {
+			p = byID[p.Parent]
+			depth++
+		}
+		if p == nil || depth > len(entries) {
+			continue
+		}
+		// /proc/PID/... of the caller's view names a process of the
+		// caller's PID namespace, which the runner's namespace does not
+		// have: nothing there to keep.
+		if first, _, _ := strings.Cut(rel, "/"); isNumber(first) {
+			continue
+		}
+		subs = append(subs, sub{e, rel, depth, i})
+	}
+	slices.SortStableFunc(subs, func(a, b sub) int { return a.depth - b.depth })
+	for _, s := range subs {
+		step := procStep{Path: s.rel, Kind: stepMask,
+			Why: fmt.Sprintf("keep the caller's mask of /proc/%s (%s)", s.rel, s.e.FSType)}
+		// A part of proc bound onto its own path is what runtimes use to
+		// make it read-only: do the same to the same part of the new
+		// proc. Anything else over a proc path (/dev/null, a tmpfs,
+		// another filesystem, another part of proc) hides it: hide it.
+		if s.e.FSType == "proc" && path.Clean(s.e.Root) == "/"+s.rel {
+			step = procStep{Path: s.rel, Kind: stepBind, ReadOnly: hasOption(s.e.Options, "ro"),
+				Flags: mountFlags(s.e.Options),
+				Why:   fmt.Sprintf("keep the caller's %s bind of /proc/%s", rwName(hasOption(s.e.Options, "ro")), s.rel)}
+			// A uid-0 runner never gets write access back beneath a
+			// path it must have read-only.
+			if runnerUID0 && underAny(s.rel, uid0ReadOnlyPaths) {
+				step.ReadOnly = true
+			}
+		}
+		plan.Steps = append(plan.Steps, step)
+	}
+	return plan, nil
+}
+
+func rwName(ro bool) string {
+	if ro {
+		return "read-only"
+	}
+	return "read-write"
+}
+
+func isNumber(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func underAny(rel string, roots []string) bool {
+	for _, r := range roots {
+		if rel == r || strings.HasPrefix(rel, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// mountFlags are the per-mount flags of mountinfo options that a bind
+// remount keeps.
+func mountFlags(opts []string) uintptr {
+	var f uintptr
+	for _, o := range opts {
+		switch o {
+		case "nosuid":
+			f |= unix.MS_NOSUID
+		case "nodev":
+			f |= unix.MS_NODEV
+		case "noexec":
+			f |= unix.MS_NOEXEC
+		}
+	}
+	return f
+}
+
+// mountProc mounts a /proc for the new PID namespace that keeps every
+// restriction of the caller's. It must run before anything covers the
+// caller's /proc: /proc/self/mountinfo is read from it.
+func mountProc(o *Options) *SetupError {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return &SetupError{Step: "read the caller's mounts (/proc/self/mountinfo)", Err: err}
+	}
+	entries, err := parseMountinfo(string(data))
+	if err != nil {
+		return &SetupError{Step: "read the caller's mounts (/proc/self/mountinfo)", Err: err}
+	}
+	plan, err := planProc(entries, os.Getuid() == 0, gidMeansTheSame())
+	if err != nil {
+		return &SetupError{Step: "keep the caller's /proc restrictions", Err: err}
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|plan.Flags, plan.Data); err != nil {
+		step := "mount proc on /proc in the new namespace"
+		if plan.Data != "" {
+			step += " (" + plan.Data + ", as the caller's)"
+		}
+		// The hint depends on who the caller is, which only the host
+		// side knows: it adds one (see explainInitFailure).
+		return &SetupError{Step: step, Err: err}
+	}
+	applied := 0
+	for _, s := range plan.Steps {
+		done, err := applyProcStep(s)
+		if err != nil {
+			return &SetupError{Step: s.Why, Err: err}
+		}
+		if done {
+			applied++
+		}
+	}
+	if o != nil && (applied > 0 || plan.Data != "") {
+		o.logf("pidns: fresh /proc %s, %d paths beneath it masked or read-only", withOptions(plan.Data), applied)
+	}
+	return nil
+}
+
+func withOptions(data string) string {
+	if data == "" {
+		return "without options"
+	}
+	return "with the caller's " + data
+}
+
+// gidMeansTheSame reports whether a gid= option the kernel shows in
+// mountinfo (always in the initial user namespace's numbers) names the
+// same group here: only when this process is in the initial user
+// namespace, i.e. its gid map is the identity.
+func gidMeansTheSame() bool {
+	data, err := os.ReadFile("/proc/self/gid_map")
+	if err != nil {
+		return false
+	}
+	return strings.Join(strings.Fields(string(data)), " ") == "0 0 4294967295"
+}
+
+// applyProcStep does one step beneath the fresh /proc and reports whether
+// there was anything to do: a path the new proc does not have (subset=pid,
+// a kernel without it) has nothing to hide.
+func applyProcStep(s procStep) (bool, error) {
+	target := "/proc/" + s.Path
+	var st unix.Stat_t
+	if err := unix.Lstat(target, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			return false, nil
+		}
+		return false, err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		// /proc/self, /proc/net, /proc/mounts: per-process links; a
+		// mount never sits on a link, and following one would leave
+		// /proc.
+		return false, nil
+	}
+	const always = unix.MS_NOSUID | unix.MS_NOEXEC
+	switch s.Kind {
+	case stepMask:
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return true, unix.Mount("tmpfs", target, "tmpfs", unix.MS_RDONLY|unix.MS_NODEV|always, "mode=0555")
+		}
+		// Not nodev: the mask reads as an empty file, as runc's does,
+		// rather than failing with EACCES.
+		if err := unix.Mount("/dev/null", target, "", unix.MS_BIND, ""); err != nil {
+			return false, fmt.Errorf("bind /dev/null: %w", err)
+		}
+		return true, remountBind(target, unix.MS_RDONLY|always)
+	default:
+		if err := unix.Mount(target, target, "", unix.MS_BIND, ""); err != nil {
+			return false, fmt.Errorf("bind onto itself: %w", err)
+		}
+		flags := s.Flags | always | unix.MS_NODEV
+		if s.ReadOnly {
+			flags |= unix.MS_RDONLY
+		}
+		return true, remountBind(target, flags)
+	}
+}
+
+// remountBind sets flags on a bind mount, keeping the flags it already
+// has: in a user namespace the kernel refuses a remount that would clear
+// a flag the mount was locked with (nosuid on the /dev that /dev/null
+// comes from, say).
+func remountBind(target string, flags uintptr) error {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(target, &fs); err != nil {
+		return fmt.Errorf("statfs: %w", err)
+	}
+	for _, m := range []struct {
+		st   int64
+		flag uintptr
+	}{
+		{unix.ST_RDONLY, unix.MS_RDONLY}, {unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV},
+		{unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME},
+		{unix.ST_RELATIME, unix.MS_RELATIME},
+	} {
+		if int64(fs.Flags)&m.st != 0 {
+			flags |= m.flag
+		}
+	}
+	if err := unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|flags, ""); err != nil {
+		return fmt.Errorf("remount: %w", err)
+	}
+	return nil
+}
