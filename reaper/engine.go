@@ -324,13 +324,14 @@ func (e *engine) enter(p phase) {
 		e.observe()
 		e.writeState()
 		e.graceEnd = now.Add(e.cfg.Grace)
-		e.termRound(now)
+		sent := e.termRound(now)
 		if e.noChildren {
 			e.push(evTreeEmpty)
-		} else if e.cfg.Grace <= 0 {
+			break
+		}
+		e.cfg.Logf("teardown: %s to %s, grace %v", unix.SignalName(e.teardownSignal()), processes(sent), e.cfg.Grace)
+		if e.cfg.Grace <= 0 {
 			e.push(evGraceOver)
-		} else {
-			e.cfg.Logf("teardown: %s sent, grace %v", unix.SignalName(e.teardownSignal()), e.cfg.Grace)
 		}
 	case phaseKilling:
 		e.nextScan = time.Time{}
@@ -446,15 +447,15 @@ func (e *engine) teardownSignal() syscall.Signal {
 }
 
 // termRound sends the teardown signal to every live process of the tree
-// it has not reached yet, then reaps, and schedules the next rescan.
-func (e *engine) termRound(now time.Time) {
+// it has not reached yet, then reaps, and schedules the next rescan. It
+// returns how many processes it signalled.
+func (e *engine) termRound(now time.Time) (sent int) {
 	sig := e.teardownSignal()
 	e.reap()
 	if e.noChildren {
-		return
+		return 0
 	}
 	reached := make(map[procID]string, len(e.signalled))
-	sent := 0
 	_, err := e.walk(sig, func(st proc.Stat) bool {
 		id := procID{st.PID, st.StartTime}
 		reached[id] = st.Comm
@@ -485,6 +486,7 @@ func (e *engine) termRound(now time.Time) {
 	}
 	e.scanStep = min(2*e.scanStep, scanMax)
 	e.reap()
+	return sent
 }
 
 // killRound sends SIGKILL to whatever is left, and schedules the next
