@@ -183,9 +183,6 @@ func Run(cfg Config) (Result, error) {
 			defer sig.Stop()
 		}
 	}
-	// Before the first write to stderr, and before a cancel could be
-	// missed.
-	sig.WaitUrgent()
 	if cfg.OwnsProcess {
 		// The engine's live heap is small (its accounting and one walk of
 		// the tree), but walks and ticks leave garbage, and at the default
@@ -221,6 +218,9 @@ func Run(cfg Config) (Result, error) {
 	}
 	e.timer = time.NewTimer(time.Hour)
 	e.timer.Stop()
+	// Before the first write to stderr (the state writer's warning), and
+	// before deciding whether the run was cancelled.
+	sig.WaitUrgent()
 	e.writeState()
 
 	// Every signal must be registered before the runner exists: one it
@@ -327,10 +327,11 @@ func (e *engine) enter(p phase) {
 		sent := e.termRound(now)
 		if e.noChildren {
 			e.push(evTreeEmpty)
-		} else if e.cfg.Grace <= 0 {
+			break
+		}
+		e.cfg.Logf("teardown: %s to %s, grace %v", unix.SignalName(e.teardownSignal()), processes(sent), e.cfg.Grace)
+		if e.cfg.Grace <= 0 {
 			e.push(evGraceOver)
-		} else {
-			e.cfg.Logf("teardown: %s to %s, grace %v", unix.SignalName(e.teardownSignal()), processes(sent), e.cfg.Grace)
 		}
 	case phaseKilling:
 		e.nextScan = time.Time{}
@@ -446,7 +447,8 @@ func (e *engine) teardownSignal() syscall.Signal {
 }
 
 // termRound sends the teardown signal to every live process of the tree
-// it has not reached yet, then reaps, and schedules the next rescan.
+// it has not reached yet, then reaps, and schedules the next rescan. It
+// returns how many processes it signalled.
 func (e *engine) termRound(now time.Time) (sent int) {
 	sig := e.teardownSignal()
 	e.reap()
