@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/corral-sh/corral/internal/proc"
-	"github.com/corral-sh/corral/internal/statefile"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,7 +32,10 @@ type Config struct {
 	// ExitTimeout (timeout.go). Zero: no timer exists.
 	Timeout time.Duration
 
-	State *statefile.Writer // nil: no state file
+	// State receives the engine's state document whenever it changes
+	// (and, while the runner lives, at most every Poll). Nil: no state is
+	// kept, and the engine has no timer at all.
+	State StateWriter
 
 	// Signals is this process's registration (CatchSignals), made as early
 	// as the process could. Nil: Run registers them itself, and removes
@@ -81,22 +83,6 @@ type Result struct {
 	TerminationSignal syscall.Signal // 0 when the runner simply exited
 	Escalated         bool
 }
-
-// SetupError is a failure of the engine's own setup (exit status 125).
-type SetupError struct {
-	Step string // what the engine was doing
-	Err  error
-}
-
-func (e *SetupError) Error() string {
-	var errno syscall.Errno
-	if errors.As(e.Err, &errno) && unix.ErrnoName(errno) != "" {
-		return fmt.Sprintf("%s: %v (%s)", e.Step, e.Err, unix.ErrnoName(errno))
-	}
-	return e.Step + ": " + e.Err.Error()
-}
-
-func (e *SetupError) Unwrap() error { return e.Err }
 
 // Intervals of the teardown's rescans. While the grace runs, the tree is
 // walked again so that a process that joined it after a walk (an orphan
@@ -160,7 +146,7 @@ type engine struct {
 	// blindTerm: kill(-1) sent the teardown signal, /proc being unreadable
 	blindTerm bool
 
-	written *statefile.Document // last document on disk, to skip identical writes
+	written *Document // last document on disk, to skip identical writes
 
 	jobs *jobControl // terminal mode; nil otherwise
 	cut  bool        // a second cancel ended the grace early
@@ -662,9 +648,9 @@ func (e *engine) observe() {
 	e.acct.observe(kids)
 }
 
-func (e *engine) document() statefile.Document {
+func (e *engine) document() Document {
 	a := e.acct
-	doc := statefile.Document{
+	doc := Document{
 		ActiveChildren:        a.liveChildren,
 		AdoptedChildren:       a.liveAdopted,
 		Escalated:             e.escalated,
@@ -697,7 +683,7 @@ func (e *engine) writeState() {
 	e.written = &doc
 }
 
-func sameDocument(a, b statefile.Document) bool {
+func sameDocument(a, b Document) bool {
 	sameInt := func(x, y *int) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
 	if !sameInt(a.RunnerExitCode, b.RunnerExitCode) || !sameInt(a.TerminationSignal, b.TerminationSignal) {
 		return false

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/corral-sh/corral/internal/proc"
-	"github.com/corral-sh/corral/internal/statefile"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,11 +25,21 @@ func shell(script string) func() (int, error) {
 	}
 }
 
-func runEngine(t *testing.T, cfg Config) (Result, statefile.Document) {
+// lastState is a StateWriter that keeps the last document.
+type lastState struct {
+	doc    Document
+	writes int
+}
+
+func (l *lastState) Write(doc Document) error {
+	l.doc = doc
+	l.writes++
+	return nil
+}
+
+func runEngine(t *testing.T, cfg Config) (Result, Document) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "state.json")
-	w := statefile.Open(path, os.Stderr)
-	defer w.Close()
+	w := &lastState{}
 	cfg.State = w
 	if cfg.Poll == 0 {
 		cfg.Poll = 10 * time.Millisecond
@@ -47,11 +56,10 @@ func runEngine(t *testing.T, cfg Config) (Result, statefile.Document) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, rerr := os.ReadFile(path)
-	if rerr != nil {
-		t.Fatal(rerr)
+	if w.writes == 0 {
+		t.Fatal("the engine wrote no state")
 	}
-	return res, decodeDoc(t, data)
+	return res, w.doc
 }
 
 func TestEngineRunnerExitStatus(t *testing.T) {

@@ -74,7 +74,7 @@ func runEngine(o *Options, ownsNamespace bool) (int, error) {
 		Grace:         o.Grace,
 		Poll:          o.Poll,
 		Timeout:       o.Timeout,
-		State:         state,
+		State:         stateWriter(state),
 		Signals:       o.signals(),
 		StartHolds:    true,
 		OwnsNamespace: ownsNamespace,

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/corral-sh/corral/internal/landlock"
-	"github.com/corral-sh/corral/internal/setuperr"
+	"github.com/corral-sh/corral/internal/statefile"
 	"github.com/corral-sh/corral/reaper"
 )
 
@@ -109,4 +109,13 @@ func (n Namespaces) any() bool { return n.Net || n.IPC || n.UTS || n.User || n.H
 // SetupError is a failure of corral's own setup: exit status 125. It is
 // the module's one setup error type (the engine's too), so a failure in a
 // re-executed stage decodes into the same type, errno included.
-type SetupError = setuperr.Error
+type SetupError = reaper.SetupError
+
+// stateWriter is w as the engine's StateWriter: nil when there is no state
+// file, so that the engine, seeing no writer, keeps no timer.
+func stateWriter(w *statefile.Writer) reaper.StateWriter {
+	if w == nil {
+		return nil
+	}
+	return w
+}

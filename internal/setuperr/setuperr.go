@@ -1,10 +1,12 @@
-// Package setuperr is the one error type for a failure of corral's own
-// setup (exit status 125), and the one way corral renders an errno, shared
-// by the engine (package reaper) and the boundary (package sandbox).
+// Package setuperr is the one way corral renders an errno (Describe), used
+// by the module's one setup error type (reaper.SetupError) and by every
+// message that names an errno, and the carrier of an error across a
+// process boundary (Remote).
 //
 // A setup failure may happen in another process (the pidns init, the exec
-// stage): Remote rebuilds it on the parent's side with its errno intact, so
-// errors.Is(err, unix.EPERM) means the same on both sides of the pipe.
+// stage): Remote rebuilds its cause on the parent's side with the errno
+// intact, so errors.Is(err, unix.EPERM) means the same on both sides of
+// the pipe.
 package setuperr
 
 import (
@@ -13,23 +15,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// Error is a failure of corral's own setup.
-type Error struct {
-	Step string // what corral was doing, e.g. "mount proc on /proc"
-	Err  error
-	Hint string // the usual cause and the fix, when known
-}
-
-func (e *Error) Error() string {
-	msg := e.Step + ": " + Describe(e.Err)
-	if e.Hint != "" {
-		msg += "; " + e.Hint
-	}
-	return msg
-}
-
-func (e *Error) Unwrap() error { return e.Err }
 
 // Describe renders an error with its errno name, e.g.
 // "operation not permitted (EPERM)", so a user can search for it.

@@ -11,24 +11,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/corral-sh/corral/reaper"
 	"golang.org/x/sys/unix"
 )
 
-// Document is the state file's content: exactly these keys, in this order.
-// The order is alphabetical, matching the seed supervisor's sorted output, and
-// encoding/json keeps struct order, so the bytes are stable across writes.
-type Document struct {
-	ActiveChildren        int    `json:"active_children"`
-	AdoptedChildren       int    `json:"adopted_children"`
-	Escalated             bool   `json:"escalated"`
-	OrphanedChildrenTotal int    `json:"orphaned_children_total"`
-	Phase                 string `json:"phase"`
-	ReapedChildrenTotal   int    `json:"reaped_children_total"`
-	ReapedOrphansTotal    int    `json:"reaped_orphans_total"`
-	RunnerExitCode        *int   `json:"runner_exit_code"`
-	TerminationSignal     *int   `json:"termination_signal"`
-	UpdatedAt             string `json:"updated_at"` // set by Write: RFC 3339 UTC with microseconds, e.g. 2026-11-29T12:00:00.123456Z
-}
+// Document is the state file's content: the engine's document (its keys
+// and their order are defined there). Writer satisfies reaper.StateWriter.
+type Document = reaper.Document
 
 // timeLayout pins six fractional digits: time.RFC3339Nano would drop trailing
 // zeros and give the field a varying width.
