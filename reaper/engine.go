@@ -32,9 +32,10 @@ type Config struct {
 	// ExitTimeout (timeout.go). Zero: no timer exists.
 	Timeout time.Duration
 
-	// State receives the engine's state document whenever it changes
-	// (and, while the runner lives, at most every Poll). Nil: no state is
-	// kept, and the engine has no timer at all.
+	// State receives the engine's state Document each time it changes;
+	// every Poll the engine rescans its children to refresh the counts.
+	// Nil: no state is kept, and without a Timeout the engine has no
+	// timer at all.
 	State StateWriter
 
 	// Signals is this process's registration (CatchSignals), made as early

@@ -33,8 +33,9 @@ func effectiveCaps() (uint64, error) {
 	return uint64(data[0].Effective) | uint64(data[1].Effective)<<32, nil
 }
 
-// hasCap reports whether this thread holds c in its effective set.
-func hasCap(c capability.Cap) bool {
+// holdsCap reports whether this thread holds c in its effective set: the
+// module's one capability check.
+func holdsCap(c capability.Cap) bool {
 	caps, err := effectiveCaps()
 	return err == nil && caps&(1<<uint(c)) != 0
 }

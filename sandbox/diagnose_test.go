@@ -192,7 +192,7 @@ func TestArgsHint(t *testing.T) {
 // RLIMIT_NOFILE root still sees its CAP_SYS_ADMIN (reading
 // /proc/self/status would fail with EMFILE and look unprivileged).
 func TestHasCapWithoutFreeFileDescriptors(t *testing.T) {
-	if os.Geteuid() != 0 || !hasCap(capability.CAP_SYS_ADMIN) {
+	if os.Geteuid() != 0 || !holdsCap(capability.CAP_SYS_ADMIN) {
 		t.Skip("needs root with CAP_SYS_ADMIN")
 	}
 	var old syscall.Rlimit
@@ -204,7 +204,7 @@ func TestHasCapWithoutFreeFileDescriptors(t *testing.T) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
 		t.Fatal(err)
 	}
-	has := hasCap(capability.CAP_SYS_ADMIN)
+	has := holdsCap(capability.CAP_SYS_ADMIN)
 	_, openErr := os.Open("/proc/self/status")
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
 		t.Fatal(err)
@@ -213,6 +213,6 @@ func TestHasCapWithoutFreeFileDescriptors(t *testing.T) {
 		t.Fatalf("the limit did not bite (open: %v): the test proves nothing", openErr)
 	}
 	if !has {
-		t.Error("hasCap(CAP_SYS_ADMIN) is false at an exhausted fd limit")
+		t.Error("holdsCap(CAP_SYS_ADMIN) is false at an exhausted fd limit")
 	}
 }

@@ -175,8 +175,6 @@ func mapCallerIDs(sys *syscall.SysProcAttr, ambient []int) {
 	}
 }
 
-func holdsCap(c capability.Cap) bool { return hasCap(c) }
-
 func cloneFlagNames(flags uintptr) string {
 	var names []string
 	for _, f := range []struct {

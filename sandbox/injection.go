@@ -24,7 +24,7 @@ import (
 // runner starts without the filter (filtered is false). Any other failure
 // to install it is a setup error: the runner never starts unprotected.
 func restrictRunner(p Privileges) (filtered bool, err error) {
-	if p.AllowNewPrivs && threadHoldsCap(capability.CAP_SYS_ADMIN) {
+	if p.AllowNewPrivs && holdsCap(capability.CAP_SYS_ADMIN) {
 		if err := denyTerminalInjection(); err != nil {
 			return false, err
 		}
@@ -53,12 +53,6 @@ func denyTerminalInjection() error {
 			Hint: "an outer seccomp profile or security module refuses filters here; run `corral probe`"}
 	}
 	return nil
-}
-
-// threadHoldsCap reports whether the calling thread has c effective.
-func threadHoldsCap(c capability.Cap) bool {
-	status, err := readThreadStatus()
-	return err == nil && status["CapEff"]&(1<<uint(c)) != 0
 }
 
 // probeInjectionFilter is `corral probe`'s answer: can the runner get the

@@ -83,7 +83,7 @@ func confineRunner(p Privileges) error {
 		_, err := restrictRunner(p)
 		return err
 	}
-	if p.AllowNewPrivs && threadHoldsCap(capability.CAP_SYS_ADMIN) {
+	if p.AllowNewPrivs && holdsCap(capability.CAP_SYS_ADMIN) {
 		if err := restrictLandlock(pol, false); err != nil {
 			return err
 		}
