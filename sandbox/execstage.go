@@ -168,13 +168,10 @@ func releaseHeld(pid int, ready func()) {
 	}
 }
 
-// IsExecStage reports whether this process is an exec stage.
-func IsExecStage() bool { return isStage(execStageArg0) }
-
-// RunExecStage turns this process into the runner. It never returns: it
+// runExecStage turns this process into the runner. It never returns: it
 // either execs or exits with 125 (setup), 126 or 127 (exec) after writing
 // the reason to its stage socket.
-func RunExecStage() {
+func runExecStage() {
 	// A closed pipe behind a write must not kill the stage; execve resets
 	// the handler, so the runner gets SIGPIPE's default, not SIG_IGN.
 	reaper.CatchPipe()

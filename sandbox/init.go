@@ -8,12 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// IsInit reports whether this process is a pidns init.
-func IsInit() bool { return isStage(initArg0) }
-
-// RunInit sets up the new namespaces and runs the engine as PID 1. It
+// runInit sets up the new namespaces and runs the engine as PID 1. It
 // never returns.
-func RunInit() {
+func runInit() {
 	// First: the host passes signals on as soon as this init says ready,
 	// and a process inside the namespace may send any once the runner
 	// runs. The registration goes on while the namespaces are set up, and

@@ -18,14 +18,7 @@ import (
 // of corral's stages (/proc/self/exe is this binary), or as a process in a
 // jail where the kernel refuses one step of pidns mode.
 func TestMain(m *testing.M) {
-	switch {
-	case IsInit():
-		RunInit()
-	case IsExecStage():
-		RunExecStage()
-	case IsProbe():
-		RunProbeChild()
-	}
+	RunStage()
 	if jail := os.Getenv(jailEnv); jail != "" {
 		os.Exit(jailedLaunch(jail))
 	}

@@ -100,11 +100,8 @@ func probeChild(name string, flags uintptr, mapIDs bool, spec probeStart) Check 
 	return Check{Name: name, Detail: err.Error()}
 }
 
-// IsProbe reports whether this process is a probe child.
-func IsProbe() bool { return isStage(probeArg0) }
-
-// RunProbeChild tries one step and reports; it never returns.
-func RunProbeChild() {
+// runProbeChild tries one step and reports; it never returns.
+func runProbeChild() {
 	reaper.CatchPipe()
 	var spec probeStart
 	link, err := openStage(msgProbeStart, &spec)

@@ -179,13 +179,29 @@ func (l *stageLink) awaitReply() (ready bool, err error) {
 	return false, fmt.Errorf("the stage replied with unknown message %d", kind)
 }
 
-// isStage reports whether this process was started as the stage arg0.
-func isStage(arg0 string) bool {
-	if len(os.Args) != 2 || os.Args[0] != arg0 {
-		return false
+// RunStage is the one entry point of every stage: when this process is
+// one of the copies corral starts of itself (spawnStage: argv[0] names the
+// role, argv[1] is the stage socket's number), it runs that role and never
+// returns; in any other process it returns at once. main calls it first,
+// before anything else would touch the process's state.
+func RunStage() {
+	if len(os.Args) != 2 {
+		return
 	}
-	_, err := stageFD()
-	return err == nil
+	if _, err := stageFD(); err != nil {
+		return
+	}
+	switch os.Args[0] {
+	case initArg0:
+		runInit() // init.go
+	case execStageArg0:
+		runExecStage() // execstage.go
+	case probeArg0:
+		runProbeChild() // probe.go
+	default:
+		return
+	}
+	os.Exit(125) // not reached: each role exits or execs
 }
 
 func stageFD() (int, error) {

@@ -23,16 +23,11 @@ const (
 )
 
 func main() {
-	// corral re-executes itself for the roles that need a fresh process;
-	// each is selected by an argv[0] that no user types by accident.
-	switch {
-	case sandbox.IsExecStage():
-		sandbox.RunExecStage()
-	case sandbox.IsInit():
-		sandbox.RunInit()
-	case sandbox.IsProbe():
-		sandbox.RunProbeChild()
-	}
+	// corral re-executes itself for the roles that need a fresh process
+	// (the pidns init, the exec stage, the probe child), each selected by
+	// an argv[0] that no user types by accident; such a process never
+	// comes back from here.
+	sandbox.RunStage()
 	if wantsParentWatch(os.Args[1:]) {
 		// --die-with-parent: before anything else (policy.go).
 		parentAtStart = sandbox.WatchParent()

@@ -25,7 +25,7 @@ var Signals *reaper.Signals
 var subcommands = map[string]bool{"version": true, "probe": true, "spec": true}
 
 func init() {
-	if len(os.Args) == 1 && strings.HasPrefix(os.Args[0], "corral [") { // a stage: see package sandbox
+	if len(os.Args) == 2 && strings.HasPrefix(os.Args[0], "corral [") { // a stage: see package sandbox
 		return
 	}
 	if strings.HasSuffix(os.Args[0], ".test") {
