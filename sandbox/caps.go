@@ -28,7 +28,7 @@ func ParseCap(name string) (int, error) {
 	return 0, fmt.Errorf("unknown capability %s: see capabilities(7), e.g. NET_BIND_SERVICE", bounds.Quote(name))
 }
 
-// capName is the capabilities(7) name of c, e.g. CAP_NET_BIND_SERVICE.
-func capName(c int) string {
+// CapName is the capabilities(7) name of c, e.g. CAP_NET_BIND_SERVICE.
+func CapName(c int) string {
 	return "CAP_" + strings.ToUpper(capability.Cap(c).String())
 }

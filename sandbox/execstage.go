@@ -237,7 +237,7 @@ func applyPrivileges(p Privileges) error {
 	for _, c := range p.Keep {
 		keep = append(keep, capability.Cap(c))
 		if !caps.Get(capability.PERMITTED, capability.Cap(c)) {
-			return &SetupError{Step: "keep " + capName(c), Err: unix.EPERM,
+			return &SetupError{Step: "keep " + CapName(c), Err: unix.EPERM,
 				Hint: "corral does not hold it; run corral as root, or in pidns mode where it owns a user namespace"}
 		}
 	}

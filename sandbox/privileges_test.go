@@ -18,8 +18,8 @@ func TestParseCap(t *testing.T) {
 			t.Errorf("ParseCap(%q) accepted", name)
 		}
 	}
-	if capName(10) != "CAP_NET_BIND_SERVICE" {
-		t.Errorf("capName(10) = %q", capName(10))
+	if CapName(10) != "CAP_NET_BIND_SERVICE" {
+		t.Errorf("CapName(10) = %q", CapName(10))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/corral-sh/corral/internal/bounds"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -101,4 +102,10 @@ func parseRlimitValue(s string) (uint64, error) {
 		return 0, fmt.Errorf("%s is not a number or \"unlimited\"", bounds.Quote(s))
 	}
 	return v, nil
+}
+
+// WithRlimit returns list with rl in place of any limit on the same resource.
+func WithRlimit(list []Rlimit, rl Rlimit) []Rlimit {
+	out := slices.DeleteFunc(slices.Clone(list), func(r Rlimit) bool { return r.Resource == rl.Resource })
+	return append(out, rl)
 }

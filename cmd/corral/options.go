@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/corral-sh/corral/internal/bounds"
+	"github.com/corral-sh/corral/internal/ociconfig"
 	"github.com/corral-sh/corral/sandbox"
 )
 
@@ -113,9 +114,9 @@ func parseRunWith(args []string, lookup func(string) (string, bool), notes *[]st
 	var err error
 	// The config file comes first: every flag given on the command line
 	// then overrides what it set.
-	var cfg *sandbox.Config
+	var cfg *ociconfig.File
 	if set["config"] {
-		if cfg, err = sandbox.LoadConfig(configPath); err != nil {
+		if cfg, err = ociconfig.Load(configPath); err != nil {
 			return o, fmt.Errorf("--config %s: %w", configPath, err)
 		}
 		cfg.Apply(&o)
@@ -197,7 +198,7 @@ func parseRunWith(args []string, lookup func(string) (string, bool), notes *[]st
 	case cfg != nil && cfg.Args != nil && len(command) > 0:
 		return o, fmt.Errorf("--config %s sets process.args and a runner follows --: give one of them", configPath)
 	case cfg != nil && cfg.Args != nil:
-		command = cfg.Args // checked absolute by sandbox.ParseConfig
+		command = cfg.Args // checked absolute by ociconfig.Parse
 	case len(command) == 0:
 		return o, errors.New("no runner given: corral [options] -- RUNNER [ARG...], or process.args in --config")
 	}

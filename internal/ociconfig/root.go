@@ -1,4 +1,4 @@
-package sandbox
+package ociconfig
 
 import (
 	"fmt"
@@ -15,12 +15,12 @@ import (
 
 // root translates root; raw is the decoded object, to tell an absent
 // field from its zero value.
-func (c *Config) root(r *specs.Root, raw map[string]any) error {
+func (c *File) root(r *specs.Root, raw map[string]any) error {
 	if !has(raw, "path") {
-		return &ConfigError{Path: "root.path", Reason: `missing: corral runs the runner in the caller's root filesystem; write "/"`}
+		return &Error{Path: "root.path", Reason: `missing: corral runs the runner in the caller's root filesystem; write "/"`}
 	}
 	if filepath.Clean(r.Path) != "/" {
-		return &ConfigError{Path: "root.path", Unsupported: true,
+		return &Error{Path: "root.path", Unsupported: true,
 			Reason: fmt.Sprintf(`%q: corral runs the runner in the caller's root filesystem, so only "/" is accepted (root.readonly makes it read-only)`, r.Path)}
 	}
 	c.ReadOnly = r.Readonly

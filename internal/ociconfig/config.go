@@ -1,4 +1,4 @@
-package sandbox
+package ociconfig
 
 import (
 	"bytes"
@@ -16,13 +16,14 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/corral-sh/corral/sandbox"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// Config is the part of an OCI runtime-spec config.json that applies to one
+// File is the part of an OCI runtime-spec config.json that applies to one
 // contained command, validated and translated. A field is set only when the
 // file set it, so Apply can tell "the file said so" from "the default".
-type Config struct {
+type File struct {
 	Args []string // process.args; nil when absent
 	// Env is process.env; EnvSet says it was given (even empty), and then
 	// it replaces the inherited environment, as runc does.
@@ -35,22 +36,22 @@ type Config struct {
 	// NoNewPrivs is process.noNewPrivileges; nil keeps corral's default
 	// (set), which is stricter than runc's (unset).
 	NoNewPrivs *bool
-	Rlimits    []Rlimit   // process.rlimits, in file order, one per resource
-	Namespaces Namespaces // linux.namespaces and hostname
-	ReadOnly   bool       // root.readonly, with root.path "/": --read-only (config_policy.go)
+	Rlimits    []sandbox.Rlimit   // process.rlimits, in file order, one per resource
+	Namespaces sandbox.Namespaces // linux.namespaces and hostname
+	ReadOnly   bool               // root.readonly, with root.path "/": --read-only (root.go)
 }
 
-// ConfigError names the JSON path of a config field corral refuses.
-type ConfigError struct {
+// Error names the JSON path of a config field corral refuses.
+type Error struct {
 	Path        string // e.g. "linux.seccomp", "process.rlimits[0].type"
 	Unsupported bool   // a field corral does not implement
 	Reason      string
 }
 
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	if len(e.Path) > 128 {
 		// A key is the user's text too: never echo a pasted megabyte.
-		e = &ConfigError{Path: fmt.Sprintf("%s... (%d bytes)", e.Path[:128], len(e.Path)), Unsupported: e.Unsupported, Reason: e.Reason}
+		e = &Error{Path: fmt.Sprintf("%s... (%d bytes)", e.Path[:128], len(e.Path)), Unsupported: e.Unsupported, Reason: e.Reason}
 	}
 	if e.Unsupported {
 		if e.Reason == "" {
@@ -61,13 +62,13 @@ func (e *ConfigError) Error() string {
 	return e.Path + ": " + e.Reason
 }
 
-// maxConfigSize bounds what LoadConfig reads, so that a mistaken
+// maxConfigSize bounds what Load reads, so that a mistaken
 // --config /dev/zero fails instead of eating memory.
 const maxConfigSize = 4 << 20
 
-// LoadConfig reads and parses a config.json; path may be a pipe, as with
+// Load reads and parses a config.json; path may be a pipe, as with
 // --config <(corral spec).
-func LoadConfig(path string) (*Config, error) {
+func Load(path string) (*File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -80,15 +81,15 @@ func LoadConfig(path string) (*Config, error) {
 	if len(data) > maxConfigSize {
 		return nil, fmt.Errorf("larger than %d bytes: not a config.json", maxConfigSize)
 	}
-	return ParseConfig(data)
+	return Parse(data)
 }
 
-// ParseConfig validates a config.json and translates it. Every field that
+// Parse validates a config.json and translates it. Every field that
 // is present is either honoured or refused with an error naming its JSON
 // path: the raw document is walked against configShape, the allow-list,
 // so a field corral does not implement is refused by name even when the
 // specs-go types do not know it (a typo, a newer spec).
-func ParseConfig(data []byte) (*Config, error) {
+func Parse(data []byte) (*File, error) {
 	raw, err := decodeStrict(data)
 	if err != nil {
 		return nil, err
@@ -104,7 +105,7 @@ func ParseConfig(data []byte) (*Config, error) {
 	if err := json.Unmarshal(data, &spec); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && typeErr.Field != "" {
-			return nil, &ConfigError{Path: concretePath(top, typeErr.Field, typeErr.Value), Reason: fmt.Sprintf("a JSON %s is not a %s", typeErr.Value, typeName(typeErr.Type))}
+			return nil, &Error{Path: concretePath(top, typeErr.Field, typeErr.Value), Reason: fmt.Sprintf("a JSON %s is not a %s", typeErr.Value, typeName(typeErr.Type))}
 		}
 		return nil, err
 	}
@@ -212,7 +213,7 @@ func decodeValue(dec *json.Decoder, path string, depth int) (any, error) {
 				p = path + "." + key
 			}
 			if _, dup := obj[key]; dup {
-				return nil, &ConfigError{Path: p, Reason: "given twice"}
+				return nil, &Error{Path: p, Reason: "given twice"}
 			}
 			if obj[key], err = decodeValue(dec, p, depth+1); err != nil {
 				return nil, err
@@ -283,7 +284,7 @@ func array(elem *shape) *shape               { return &shape{elem: elem} }
 var configShape = object(map[string]*shape{
 	"ociVersion": leaf,
 	"hostname":   leaf,
-	"root":       object(map[string]*shape{"path": leaf, "readonly": leaf}), // config_policy.go
+	"root":       object(map[string]*shape{"path": leaf, "readonly": leaf}), // root.go
 	"process": object(map[string]*shape{
 		"terminal":        leaf,
 		"args":            array(leaf),
@@ -330,7 +331,7 @@ func checkShape(v any, s *shape, path, pattern string) error {
 	case s.fields != nil:
 		obj, ok := v.(map[string]any)
 		if !ok {
-			return &ConfigError{Path: path, Reason: "want a JSON object"}
+			return &Error{Path: path, Reason: "want a JSON object"}
 		}
 		keys := make([]string, 0, len(obj))
 		for k := range obj {
@@ -344,7 +345,7 @@ func checkShape(v any, s *shape, path, pattern string) error {
 			}
 			child, ok := s.fields[k]
 			if !ok {
-				return &ConfigError{Path: p, Unsupported: true, Reason: unsupportedHints[pat]}
+				return &Error{Path: p, Unsupported: true, Reason: unsupportedHints[pat]}
 			}
 			if err := checkShape(obj[k], child, p, pat); err != nil {
 				return err
@@ -353,12 +354,12 @@ func checkShape(v any, s *shape, path, pattern string) error {
 	case s.elem != nil:
 		list, ok := v.([]any)
 		if !ok {
-			return &ConfigError{Path: path, Reason: "want a JSON list"}
+			return &Error{Path: path, Reason: "want a JSON list"}
 		}
 		for i, e := range list {
 			p := fmt.Sprintf("%s[%d]", path, i)
 			if e == nil {
-				return &ConfigError{Path: p, Reason: "null is not allowed here"}
+				return &Error{Path: p, Reason: "null is not allowed here"}
 			}
 			if err := checkShape(e, s.elem, p, pattern+"[]"); err != nil {
 				return err
@@ -382,8 +383,8 @@ func sub(obj map[string]any, key string) map[string]any {
 
 // translate validates what specs-go decoded; raw (already shape-checked)
 // says which fields were present.
-func translate(s *specs.Spec, raw map[string]any) (*Config, error) {
-	c := &Config{}
+func translate(s *specs.Spec, raw map[string]any) (*File, error) {
+	c := &File{}
 	if err := checkVersion(s.Version); err != nil {
 		return nil, err
 	}
@@ -405,11 +406,11 @@ func translate(s *specs.Spec, raw map[string]any) (*Config, error) {
 	if s.Hostname != "" {
 		switch {
 		case !c.Namespaces.UTS:
-			return nil, &ConfigError{Path: "hostname", Reason: `needs a uts namespace: add {"type": "uts"} to linux.namespaces`}
+			return nil, &Error{Path: "hostname", Reason: `needs a uts namespace: add {"type": "uts"} to linux.namespaces`}
 		case len(s.Hostname) > 64: // HOST_NAME_MAX; sethostname(2) refuses longer
-			return nil, &ConfigError{Path: "hostname", Reason: "longer than 64 bytes"}
+			return nil, &Error{Path: "hostname", Reason: "longer than 64 bytes"}
 		case strings.IndexByte(s.Hostname, 0) >= 0:
-			return nil, &ConfigError{Path: "hostname", Reason: "contains a NUL byte"}
+			return nil, &Error{Path: "hostname", Reason: "contains a NUL byte"}
 		}
 		c.Namespaces.Hostname = s.Hostname
 	}
@@ -431,42 +432,42 @@ func checkVersion(v string) error {
 	}
 	m := specVersion().FindStringSubmatch(v)
 	if m == nil {
-		return &ConfigError{Path: "ociVersion", Reason: fmt.Sprintf("%s is not a version like %s", bounds.Quote(v), specs.Version)}
+		return &Error{Path: "ociVersion", Reason: fmt.Sprintf("%s is not a version like %s", bounds.Quote(v), specs.Version)}
 	}
 	if m[1] != "1" {
-		return &ConfigError{Path: "ociVersion", Reason: fmt.Sprintf("%s: unsupported major version %s: corral reads runtime-spec 1.x", bounds.Quote(v), m[1])}
+		return &Error{Path: "ociVersion", Reason: fmt.Sprintf("%s: unsupported major version %s: corral reads runtime-spec 1.x", bounds.Quote(v), m[1])}
 	}
 	return nil
 }
 
-func (c *Config) process(p *specs.Process, raw map[string]any) error {
+func (c *File) process(p *specs.Process, raw map[string]any) error {
 	if p.Terminal {
-		return &ConfigError{Path: "process.terminal", Unsupported: true,
+		return &Error{Path: "process.terminal", Unsupported: true,
 			Reason: "true: corral allocates no terminal; the runner gets the caller's stdio"}
 	}
 	if user := sub(raw, "user"); user != nil {
 		// corral runs the runner with its caller's ids (mapped to themselves
 		// in a user namespace); it can only confirm them, never change them.
 		if has(user, "uid") && int64(p.User.UID) != int64(os.Getuid()) {
-			return &ConfigError{Path: "process.user.uid", Unsupported: true,
+			return &Error{Path: "process.user.uid", Unsupported: true,
 				Reason: fmt.Sprintf("%d: the runner keeps corral's uid %d; run corral as that user", p.User.UID, os.Getuid())}
 		}
 		if has(user, "gid") && int64(p.User.GID) != int64(os.Getgid()) {
-			return &ConfigError{Path: "process.user.gid", Unsupported: true,
+			return &Error{Path: "process.user.gid", Unsupported: true,
 				Reason: fmt.Sprintf("%d: the runner keeps corral's gid %d; run corral as that user", p.User.GID, os.Getgid())}
 		}
 	}
 	if has(raw, "args") {
 		if len(p.Args) == 0 {
-			return &ConfigError{Path: "process.args", Reason: "empty: give the runner and its arguments, or leave the field out"}
+			return &Error{Path: "process.args", Reason: "empty: give the runner and its arguments, or leave the field out"}
 		}
 		for i, a := range p.Args {
 			if strings.IndexByte(a, 0) >= 0 {
-				return &ConfigError{Path: fmt.Sprintf("process.args[%d]", i), Reason: "contains a NUL byte"}
+				return &Error{Path: fmt.Sprintf("process.args[%d]", i), Reason: "contains a NUL byte"}
 			}
 		}
 		if !filepath.IsAbs(p.Args[0]) {
-			return &ConfigError{Path: "process.args[0]", Reason: fmt.Sprintf("runner %s is not an absolute path (corral never searches PATH)", bounds.Quote(p.Args[0]))}
+			return &Error{Path: "process.args[0]", Reason: fmt.Sprintf("runner %s is not an absolute path (corral never searches PATH)", bounds.Quote(p.Args[0]))}
 		}
 		c.Args = slices.Clone(p.Args)
 	}
@@ -475,9 +476,9 @@ func (c *Config) process(p *specs.Process, raw map[string]any) error {
 			name, _, ok := strings.Cut(kv, "=")
 			switch {
 			case !ok || name == "":
-				return &ConfigError{Path: fmt.Sprintf("process.env[%d]", i), Reason: fmt.Sprintf("%s is not NAME=VALUE", bounds.Quote(kv))}
+				return &Error{Path: fmt.Sprintf("process.env[%d]", i), Reason: fmt.Sprintf("%s is not NAME=VALUE", bounds.Quote(kv))}
 			case strings.IndexByte(kv, 0) >= 0:
-				return &ConfigError{Path: fmt.Sprintf("process.env[%d]", i), Reason: "contains a NUL byte"}
+				return &Error{Path: fmt.Sprintf("process.env[%d]", i), Reason: "contains a NUL byte"}
 			}
 		}
 		c.Env, c.EnvSet = append([]string{}, p.Env...), true
@@ -486,9 +487,9 @@ func (c *Config) process(p *specs.Process, raw map[string]any) error {
 		// An empty cwd (specs-go always writes the field) means "inherit".
 		switch {
 		case !filepath.IsAbs(p.Cwd):
-			return &ConfigError{Path: "process.cwd", Reason: fmt.Sprintf("%s is not an absolute path", bounds.Quote(p.Cwd))}
+			return &Error{Path: "process.cwd", Reason: fmt.Sprintf("%s is not an absolute path", bounds.Quote(p.Cwd))}
 		case strings.IndexByte(p.Cwd, 0) >= 0:
-			return &ConfigError{Path: "process.cwd", Reason: "contains a NUL byte"}
+			return &Error{Path: "process.cwd", Reason: "contains a NUL byte"}
 		}
 		c.Cwd = p.Cwd
 	}
@@ -515,7 +516,7 @@ func (c *Config) process(p *specs.Process, raw map[string]any) error {
 // any difference between the lists would give the runner a capability in
 // a set the file left it out of, or take one away it put in, so the lists
 // must name the same capabilities. An absent list is an empty one.
-func (c *Config) capabilities(caps *specs.LinuxCapabilities) error {
+func (c *File) capabilities(caps *specs.LinuxCapabilities) error {
 	sets := []struct {
 		name  string
 		names []string
@@ -528,9 +529,9 @@ func (c *Config) capabilities(caps *specs.LinuxCapabilities) error {
 	for i, set := range sets {
 		parsed[i] = map[int]bool{}
 		for j, name := range set.names {
-			id, err := ParseCap(name)
+			id, err := sandbox.ParseCap(name)
 			if err != nil {
-				return &ConfigError{Path: fmt.Sprintf("process.capabilities.%s[%d]", set.name, j), Reason: err.Error()}
+				return &Error{Path: fmt.Sprintf("process.capabilities.%s[%d]", set.name, j), Reason: err.Error()}
 			}
 			parsed[i][id] = true
 			if _, ok := union[id]; !ok {
@@ -546,9 +547,9 @@ func (c *Config) capabilities(caps *specs.LinuxCapabilities) error {
 	for i, set := range sets {
 		for _, id := range keep {
 			if !parsed[i][id] {
-				return &ConfigError{Path: "process.capabilities." + set.name,
+				return &Error{Path: "process.capabilities." + set.name,
 					Reason: fmt.Sprintf("lacks %s, which %s lists: corral keeps one set of capabilities in all five sets, so bounding, effective, inheritable, permitted and ambient must list the same ones",
-						capName(id), union[id])}
+						sandbox.CapName(id), union[id])}
 			}
 		}
 	}
@@ -558,17 +559,17 @@ func (c *Config) capabilities(caps *specs.LinuxCapabilities) error {
 
 // rlimits checks each limit; raw is the decoded list, to see which of the
 // required soft and hard were actually given.
-func (c *Config) rlimits(limits []specs.POSIXRlimit, raw []any) error {
+func (c *File) rlimits(limits []specs.POSIXRlimit, raw []any) error {
 	seen := map[int]bool{}
-	c.Rlimits = []Rlimit{}
+	c.Rlimits = []sandbox.Rlimit{}
 	for i, l := range limits {
 		path := fmt.Sprintf("process.rlimits[%d]", i)
-		res, err := RlimitByName(l.Type)
+		res, err := sandbox.RlimitByName(l.Type)
 		if err != nil {
-			return &ConfigError{Path: path + ".type", Reason: err.Error()}
+			return &Error{Path: path + ".type", Reason: err.Error()}
 		}
 		if seen[res] {
-			return &ConfigError{Path: path + ".type", Reason: fmt.Sprintf("%s is given twice", l.Type)}
+			return &Error{Path: path + ".type", Reason: fmt.Sprintf("%s is given twice", l.Type)}
 		}
 		seen[res] = true
 		var entry map[string]any
@@ -577,13 +578,13 @@ func (c *Config) rlimits(limits []specs.POSIXRlimit, raw []any) error {
 		}
 		for _, field := range []string{"soft", "hard"} {
 			if !has(entry, field) {
-				return &ConfigError{Path: path + "." + field, Reason: "missing: the runtime spec requires both soft and hard"}
+				return &Error{Path: path + "." + field, Reason: "missing: the runtime spec requires both soft and hard"}
 			}
 		}
 		if l.Soft > l.Hard {
-			return &ConfigError{Path: path, Reason: fmt.Sprintf("soft limit %d above hard limit %d", l.Soft, l.Hard)}
+			return &Error{Path: path, Reason: fmt.Sprintf("soft limit %d above hard limit %d", l.Soft, l.Hard)}
 		}
-		c.Rlimits = append(c.Rlimits, Rlimit{Resource: res, Soft: l.Soft, Hard: l.Hard})
+		c.Rlimits = append(c.Rlimits, sandbox.Rlimit{Resource: res, Soft: l.Soft, Hard: l.Hard})
 	}
 	return nil
 }
@@ -594,16 +595,16 @@ func (c *Config) rlimits(limits []specs.POSIXRlimit, raw []any) error {
 // host's pid namespace, say), and an empty list asks for no namespace at
 // all while corral would still create two. Leave linux.namespaces out to
 // let --mode decide.
-func (c *Config) namespaces(list []specs.LinuxNamespace) error {
+func (c *File) namespaces(list []specs.LinuxNamespace) error {
 	if len(list) == 0 {
-		return &ConfigError{Path: "linux.namespaces", Reason: "empty: list pid and mount (and more), or leave the field out to let --mode decide"}
+		return &Error{Path: "linux.namespaces", Reason: "empty: list pid and mount (and more), or leave the field out to let --mode decide"}
 	}
 	seen := map[specs.LinuxNamespaceType]bool{}
 	ns := &c.Namespaces
 	for i, n := range list {
 		path := fmt.Sprintf("linux.namespaces[%d].type", i)
 		if seen[n.Type] {
-			return &ConfigError{Path: path, Reason: fmt.Sprintf("%s is given twice", bounds.Quote(string(n.Type)))}
+			return &Error{Path: path, Reason: fmt.Sprintf("%s is given twice", bounds.Quote(string(n.Type)))}
 		}
 		seen[n.Type] = true
 		switch n.Type {
@@ -617,15 +618,15 @@ func (c *Config) namespaces(list []specs.LinuxNamespace) error {
 		case specs.UTSNamespace:
 			ns.UTS = true
 		case specs.CgroupNamespace, specs.TimeNamespace:
-			return &ConfigError{Path: path, Unsupported: true,
+			return &Error{Path: path, Unsupported: true,
 				Reason: fmt.Sprintf("%s namespace: corral creates pid, mount, user, network, ipc and uts namespaces", n.Type)}
 		default:
-			return &ConfigError{Path: path, Reason: fmt.Sprintf("unknown namespace type %s: want pid, mount, user, network, ipc or uts", bounds.Quote(string(n.Type)))}
+			return &Error{Path: path, Reason: fmt.Sprintf("unknown namespace type %s: want pid, mount, user, network, ipc or uts", bounds.Quote(string(n.Type)))}
 		}
 	}
 	for _, need := range []specs.LinuxNamespaceType{specs.PIDNamespace, specs.MountNamespace} {
 		if !seen[need] {
-			return &ConfigError{Path: "linux.namespaces", Reason: fmt.Sprintf("no %s namespace: corral's namespaces always include new pid and mount namespaces; list both, or leave linux.namespaces out to let --mode decide", need)}
+			return &Error{Path: "linux.namespaces", Reason: fmt.Sprintf("no %s namespace: corral's namespaces always include new pid and mount namespaces; list both, or leave linux.namespaces out to let --mode decide", need)}
 		}
 	}
 	ns.PID = true
@@ -635,7 +636,7 @@ func (c *Config) namespaces(list []specs.LinuxNamespace) error {
 // Apply sets in o what the config sets and leaves the rest of o alone:
 // its rlimits replace o's for the same resource, its namespaces add to o's.
 // Command-line flags are applied after it, so they win.
-func (c *Config) Apply(o *Options) {
+func (c *File) Apply(o *sandbox.Options) {
 	if len(c.Args) > 0 {
 		o.Path, o.Args = c.Args[0], slices.Clone(c.Args)
 	}
@@ -655,7 +656,7 @@ func (c *Config) Apply(o *Options) {
 		o.Privileges.AllowNewPrivs = !*c.NoNewPrivs
 	}
 	for _, rl := range c.Rlimits {
-		o.Privileges.Rlimits = WithRlimit(o.Privileges.Rlimits, rl)
+		o.Privileges.Rlimits = sandbox.WithRlimit(o.Privileges.Rlimits, rl)
 	}
 	if c.ReadOnly {
 		o.Privileges.Landlock.ReadOnly = true
@@ -671,13 +672,7 @@ func (c *Config) Apply(o *Options) {
 	}
 }
 
-// WithRlimit returns list with rl in place of any limit on the same resource.
-func WithRlimit(list []Rlimit, rl Rlimit) []Rlimit {
-	out := slices.DeleteFunc(slices.Clone(list), func(r Rlimit) bool { return r.Resource == rl.Resource })
-	return append(out, rl)
-}
-
-// DefaultConfig is the config.json `corral spec` prints: corral's defaults
+// Default is the config.json `corral spec` prints: corral's defaults
 // and nothing else, so that --config with it changes nothing.
 //
 //   - no process.args: the runner comes after "--" (a config with args and a
@@ -688,7 +683,7 @@ func WithRlimit(list []Rlimit, rl Rlimit) []Rlimit {
 //   - no linux.namespaces: listing even pid and mount would force pidns
 //     mode and forbid --mode auto's fallback to subreaper, which plain
 //     corral allows.
-func DefaultConfig() ([]byte, error) {
+func Default() ([]byte, error) {
 	type capabilities struct {
 		Bounding    []string `json:"bounding"`
 		Effective   []string `json:"effective"`

@@ -1,4 +1,4 @@
-package sandbox
+package ociconfig
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corral-sh/corral/sandbox"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
 )
@@ -23,57 +24,57 @@ func TestParseConfigSupportedFields(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		json string
-		want Config
+		want File
 	}{
-		{"empty object", `{}`, Config{}},
-		{"ociVersion", `{"ociVersion": "1.3.0"}`, Config{}},
-		{"ociVersion with a suffix", `{"ociVersion": "1.0.2-dev"}`, Config{}},
-		{"ociVersion empty", `{"ociVersion": ""}`, Config{}},
+		{"empty object", `{}`, File{}},
+		{"ociVersion", `{"ociVersion": "1.3.0"}`, File{}},
+		{"ociVersion with a suffix", `{"ociVersion": "1.0.2-dev"}`, File{}},
+		{"ociVersion empty", `{"ociVersion": ""}`, File{}},
 		{"process.args", `{"process": {"args": ["/bin/echo", "a b", ""]}}`,
-			Config{Args: []string{"/bin/echo", "a b", ""}}},
+			File{Args: []string{"/bin/echo", "a b", ""}}},
 		{"process.env", `{"process": {"env": ["A=1", "B=", "C=x=y"]}}`,
-			Config{Env: []string{"A=1", "B=", "C=x=y"}, EnvSet: true}},
+			File{Env: []string{"A=1", "B=", "C=x=y"}, EnvSet: true}},
 		{"process.env empty: an empty environment", `{"process": {"env": []}}`,
-			Config{Env: []string{}, EnvSet: true}},
-		{"process.env null: as if absent", `{"process": {"env": null}}`, Config{}},
-		{"process.cwd", `{"process": {"cwd": "/tmp"}}`, Config{Cwd: "/tmp"}},
-		{"process.cwd empty: inherited (specs-go always writes it)", `{"process": {"cwd": ""}}`, Config{}},
-		{"process.terminal false", `{"process": {"terminal": false}}`, Config{}},
-		{"process.noNewPrivileges true", `{"process": {"noNewPrivileges": true}}`, Config{NoNewPrivs: ptr(true)}},
-		{"process.noNewPrivileges false", `{"process": {"noNewPrivileges": false}}`, Config{NoNewPrivs: ptr(false)}},
-		{"process.user: the caller's ids", fmt.Sprintf(`{"process": {"user": {"uid": %d, "gid": %d}}}`, uid, gid), Config{}},
+			File{Env: []string{}, EnvSet: true}},
+		{"process.env null: as if absent", `{"process": {"env": null}}`, File{}},
+		{"process.cwd", `{"process": {"cwd": "/tmp"}}`, File{Cwd: "/tmp"}},
+		{"process.cwd empty: inherited (specs-go always writes it)", `{"process": {"cwd": ""}}`, File{}},
+		{"process.terminal false", `{"process": {"terminal": false}}`, File{}},
+		{"process.noNewPrivileges true", `{"process": {"noNewPrivileges": true}}`, File{NoNewPrivs: ptr(true)}},
+		{"process.noNewPrivileges false", `{"process": {"noNewPrivileges": false}}`, File{NoNewPrivs: ptr(false)}},
+		{"process.user: the caller's ids", fmt.Sprintf(`{"process": {"user": {"uid": %d, "gid": %d}}}`, uid, gid), File{}},
 		{"process.capabilities: the same in all five", `{"process": {"capabilities": {
 			"bounding": ["CAP_NET_BIND_SERVICE", "CAP_KILL"], "effective": ["CAP_KILL", "CAP_NET_BIND_SERVICE"],
 			"inheritable": ["CAP_NET_BIND_SERVICE", "CAP_KILL"], "permitted": ["CAP_NET_BIND_SERVICE", "CAP_KILL", "CAP_KILL"],
 			"ambient": ["cap_kill", "NET_BIND_SERVICE"]}}}`,
-			Config{Keep: sortedInts(netBind, kill), KeepSet: true}},
+			File{Keep: sortedInts(netBind, kill), KeepSet: true}},
 		{"process.capabilities: all empty", `{"process": {"capabilities": {"bounding": [], "effective": [],
-			"inheritable": [], "permitted": [], "ambient": []}}}`, Config{Keep: []int{}, KeepSet: true}},
-		{"process.capabilities: no lists", `{"process": {"capabilities": {}}}`, Config{Keep: []int{}, KeepSet: true}},
+			"inheritable": [], "permitted": [], "ambient": []}}}`, File{Keep: []int{}, KeepSet: true}},
+		{"process.capabilities: no lists", `{"process": {"capabilities": {}}}`, File{Keep: []int{}, KeepSet: true}},
 		{"process.rlimits", `{"process": {"rlimits": [
 			{"type": "RLIMIT_NOFILE", "soft": 1024, "hard": 4096},
 			{"type": "RLIMIT_NPROC", "hard": 100, "soft": 100},
 			{"type": "RLIMIT_CORE", "soft": 0, "hard": 18446744073709551615}]}}`,
-			Config{Rlimits: []Rlimit{
+			File{Rlimits: []sandbox.Rlimit{
 				{Resource: unix.RLIMIT_NOFILE, Soft: 1024, Hard: 4096},
 				{Resource: unix.RLIMIT_NPROC, Soft: 100, Hard: 100},
 				{Resource: unix.RLIMIT_CORE, Soft: 0, Hard: unix.RLIM_INFINITY}}}},
-		{"process.rlimits empty", `{"process": {"rlimits": []}}`, Config{Rlimits: []Rlimit{}}},
+		{"process.rlimits empty", `{"process": {"rlimits": []}}`, File{Rlimits: []sandbox.Rlimit{}}},
 		{"linux.namespaces pid and mount", `{"linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}]}}`,
-			Config{Namespaces: Namespaces{PID: true}}},
+			File{Namespaces: sandbox.Namespaces{PID: true}}},
 		{"linux.namespaces all six", `{"linux": {"namespaces": [{"type": "mount"}, {"type": "user"}, {"type": "network"},
 			{"type": "ipc"}, {"type": "uts"}, {"type": "pid"}]}}`,
-			Config{Namespaces: Namespaces{PID: true, User: true, Net: true, IPC: true, UTS: true}}},
+			File{Namespaces: sandbox.Namespaces{PID: true, User: true, Net: true, IPC: true, UTS: true}}},
 		{"hostname with a uts namespace", `{"hostname": "box", "linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}, {"type": "uts"}]}}`,
-			Config{Namespaces: Namespaces{PID: true, UTS: true, Hostname: "box"}}},
-		{"hostname empty", `{"hostname": ""}`, Config{}},
-		{"linux empty", `{"linux": {}}`, Config{}},
-		{"process null", `{"process": null}`, Config{}},
+			File{Namespaces: sandbox.Namespaces{PID: true, UTS: true, Hostname: "box"}}},
+		{"hostname empty", `{"hostname": ""}`, File{}},
+		{"linux empty", `{"linux": {}}`, File{}},
+		{"process null", `{"process": null}`, File{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := ParseConfig([]byte(tc.json))
+			c, err := Parse([]byte(tc.json))
 			if err != nil {
-				t.Fatalf("ParseConfig: %v", err)
+				t.Fatalf("Parse: %v", err)
 			}
 			if !reflect.DeepEqual(*c, tc.want) {
 				t.Errorf("got  %#v (nnp %v)\nwant %#v (nnp %v)", *c, deref(c.NoNewPrivs), tc.want, deref(tc.want.NoNewPrivs))
@@ -212,13 +213,13 @@ func TestParseConfigRefusesByPath(t *testing.T) {
 		{`{"linux": "yes"}`, "linux", false},
 	} {
 		t.Run(tc.json, func(t *testing.T) {
-			c, err := ParseConfig([]byte(tc.json))
+			c, err := Parse([]byte(tc.json))
 			if err == nil {
 				t.Fatalf("accepted, as %+v", *c)
 			}
-			var ce *ConfigError
+			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("error %q (%T) is not a *ConfigError", err, err)
+				t.Fatalf("error %q (%T) is not a *Error", err, err)
 			}
 			if ce.Path != tc.path {
 				t.Errorf("error %q names %q, want %q", err, ce.Path, tc.path)
@@ -241,7 +242,7 @@ func TestParseConfigRefusesWhatIsNotAConfig(t *testing.T) {
 	for _, in := range []string{``, `{`, `null`, `[]`, `"x"`, `1`, `{} {}`, `{}x`, `{"a" 1}`,
 		strings.Repeat("[", 100) + strings.Repeat("]", 100),
 		`{"process":` + strings.Repeat(`{"a":`, 100) + `1` + strings.Repeat("}", 101)} {
-		if c, err := ParseConfig([]byte(in)); err == nil {
+		if c, err := Parse([]byte(in)); err == nil {
 			t.Errorf("%q accepted as %+v", in, *c)
 		}
 	}
@@ -253,60 +254,60 @@ func TestLoadConfig(t *testing.T) {
 	if err := os.WriteFile(good, []byte(`{"process": {"args": ["/bin/true"]}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := LoadConfig(good)
+	c, err := Load(good)
 	if err != nil || !slices.Equal(c.Args, []string{"/bin/true"}) {
-		t.Fatalf("LoadConfig: %+v, %v", c, err)
+		t.Fatalf("Load: %+v, %v", c, err)
 	}
-	if _, err := LoadConfig(filepath.Join(dir, "missing.json")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := Load(filepath.Join(dir, "missing.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
 	}
 	big := filepath.Join(dir, "big.json")
 	if err := os.WriteFile(big, append([]byte(`{"a": "`), bytes.Repeat([]byte("x"), maxConfigSize)...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadConfig(big); err == nil || !strings.Contains(err.Error(), "larger than") {
+	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("oversized file: %v", err)
 	}
 }
 
 // corral spec's output must be accepted and change nothing.
 func TestDefaultConfigIsAcceptedAndChangesNothing(t *testing.T) {
-	data, err := DefaultConfig()
+	data, err := Default()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := ParseConfig(data)
+	c, err := Parse(data)
 	if err != nil {
 		t.Fatalf("corral spec's own output is refused: %v\n%s", err, data)
 	}
-	before := Options{Mode: ModeAuto, Path: "/bin/true", Args: []string{"/bin/true"}, Env: []string{"A=1"}}
+	before := sandbox.Options{Mode: sandbox.ModeAuto, Path: "/bin/true", Args: []string{"/bin/true"}, Env: []string{"A=1"}}
 	after := before
 	c.Apply(&after)
 	if got, want := fmt.Sprintf("%#v", after), fmt.Sprintf("%#v", before); got != want {
 		t.Errorf("Apply(corral spec) changed the options:\nbefore %s\nafter  %s", want, got)
 	}
-	if c.Args != nil || c.EnvSet || c.Namespaces.any() || c.NoNewPrivs == nil || !*c.NoNewPrivs || len(c.Keep) != 0 {
+	if c.Args != nil || c.EnvSet || c.Namespaces != (sandbox.Namespaces{}) || c.NoNewPrivs == nil || !*c.NoNewPrivs || len(c.Keep) != 0 {
 		t.Errorf("corral spec is not corral's defaults: %+v", *c)
 	}
 }
 
 func TestApplyOverridesOnlyWhatTheConfigSets(t *testing.T) {
-	c, err := ParseConfig([]byte(`{"process": {"args": ["/bin/echo", "hi"], "env": ["A=1"], "cwd": "/tmp",
+	c, err := Parse([]byte(`{"process": {"args": ["/bin/echo", "hi"], "env": ["A=1"], "cwd": "/tmp",
 		"capabilities": {"bounding": ["CAP_KILL"], "effective": ["CAP_KILL"], "inheritable": ["CAP_KILL"], "permitted": ["CAP_KILL"], "ambient": ["CAP_KILL"]},
 		"rlimits": [{"type": "RLIMIT_NOFILE", "soft": 10, "hard": 20}], "noNewPrivileges": false},
 		"hostname": "h", "linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}, {"type": "uts"}, {"type": "ipc"}]}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Mode: ModePidns, Grace: 5, StatePath: "/s", Env: []string{"B=2"},
-		Privileges: Privileges{Rlimits: []Rlimit{{Resource: unix.RLIMIT_NOFILE, Soft: 1, Hard: 1}, {Resource: unix.RLIMIT_CORE}}},
-		Namespaces: Namespaces{Net: true}}
+	o := sandbox.Options{Mode: sandbox.ModePidns, Grace: 5, StatePath: "/s", Env: []string{"B=2"},
+		Privileges: sandbox.Privileges{Rlimits: []sandbox.Rlimit{{Resource: unix.RLIMIT_NOFILE, Soft: 1, Hard: 1}, {Resource: unix.RLIMIT_CORE}}},
+		Namespaces: sandbox.Namespaces{Net: true}}
 	c.Apply(&o)
-	want := Options{Mode: ModePidns, Grace: 5, StatePath: "/s", Path: "/bin/echo", Args: []string{"/bin/echo", "hi"},
+	want := sandbox.Options{Mode: sandbox.ModePidns, Grace: 5, StatePath: "/s", Path: "/bin/echo", Args: []string{"/bin/echo", "hi"},
 		Env: []string{"A=1"}, Dir: "/tmp",
-		Privileges: Privileges{Keep: []int{int(capability.CAP_KILL)}, AllowNewPrivs: true,
-			Rlimits: []Rlimit{{Resource: unix.RLIMIT_CORE}, {Resource: unix.RLIMIT_NOFILE, Soft: 10, Hard: 20}}},
-		Namespaces: Namespaces{Net: true, UTS: true, IPC: true, PID: true, Hostname: "h"}}
+		Privileges: sandbox.Privileges{Keep: []int{int(capability.CAP_KILL)}, AllowNewPrivs: true,
+			Rlimits: []sandbox.Rlimit{{Resource: unix.RLIMIT_CORE}, {Resource: unix.RLIMIT_NOFILE, Soft: 10, Hard: 20}}},
+		Namespaces: sandbox.Namespaces{Net: true, UTS: true, IPC: true, PID: true, Hostname: "h"}}
 	if got, w := fmt.Sprintf("%#v", o), fmt.Sprintf("%#v", want); got != w {
 		t.Errorf("got  %s\nwant %s", got, w)
 	}
@@ -315,14 +316,14 @@ func TestApplyOverridesOnlyWhatTheConfigSets(t *testing.T) {
 // The subreaper refusal (and auto's refusal to fall back) covers a config
 // that names only the pid and mount namespaces, too.
 func TestConfigNamespacesNeedPidns(t *testing.T) {
-	c, err := ParseConfig([]byte(`{"linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}]}}`))
+	c, err := Parse([]byte(`{"linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}]}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Mode: ModeSubreaper, Path: "/bin/true", Args: []string{"/bin/true"}, Stderr: &bytes.Buffer{}}
+	o := sandbox.Options{Mode: sandbox.ModeSubreaper, Path: "/bin/true", Args: []string{"/bin/true"}, Stderr: &bytes.Buffer{}}
 	c.Apply(&o)
-	status, err := Launch(o)
-	var setup *SetupError
+	status, err := sandbox.Launch(o)
+	var setup *sandbox.SetupError
 	if status != 125 || !errors.As(err, &setup) || !strings.Contains(err.Error(), "namespaces were requested") {
 		t.Fatalf("Launch in subreaper mode: status %d, error %v", status, err)
 	}
@@ -332,7 +333,7 @@ func TestConfigNamespacesNeedPidns(t *testing.T) {
 // and what that path must change in the result; it is kept apart from
 // configShape on purpose, so that a path allowed there without a
 // translation fails here.
-func reflected(t *testing.T, c *Config, path, pattern string, v any) {
+func reflected(t *testing.T, c *File, path, pattern string, v any) {
 	t.Helper()
 	fail := func(format string, a ...any) {
 		t.Helper()
@@ -412,7 +413,7 @@ func reflected(t *testing.T, c *Config, path, pattern string, v any) {
 		}
 	case "process.capabilities.bounding[]", "process.capabilities.effective[]", "process.capabilities.inheritable[]",
 		"process.capabilities.permitted[]", "process.capabilities.ambient[]":
-		id, err := ParseCap(str)
+		id, err := sandbox.ParseCap(str)
 		if err != nil || !c.KeepSet || !slices.Contains(c.Keep, id) {
 			fail("capability %q", str)
 		}
@@ -428,7 +429,7 @@ func reflected(t *testing.T, c *Config, path, pattern string, v any) {
 		rl := c.Rlimits[i]
 		switch {
 		case strings.HasSuffix(pattern, "type"):
-			if res, err := RlimitByName(str); err != nil || res != rl.Resource {
+			if res, err := sandbox.RlimitByName(str); err != nil || res != rl.Resource {
 				fail("type")
 			}
 		case strings.HasSuffix(pattern, "soft"):
@@ -477,7 +478,7 @@ func walkConfig(v any, path, pattern string, fn func(path, pattern string, v any
 // FuzzConfig: parsing and translation never panic, and a config that is
 // accepted has nothing in it that the result does not reflect.
 func FuzzConfig(f *testing.F) {
-	def, err := DefaultConfig()
+	def, err := Default()
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -500,7 +501,7 @@ func FuzzConfig(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := ParseConfig(data)
+		c, err := Parse(data)
 		if err != nil {
 			if c != nil {
 				t.Fatalf("both a result and an error: %v", err)
@@ -527,7 +528,7 @@ func FuzzConfig(f *testing.F) {
 			}
 		})
 		// Applying the result to options must not panic either.
-		var o Options
+		var o sandbox.Options
 		c.Apply(&o)
 	})
 }

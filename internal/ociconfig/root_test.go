@@ -1,8 +1,10 @@
-package sandbox
+package ociconfig
 
 import (
 	"errors"
 	"testing"
+
+	"github.com/corral-sh/corral/sandbox"
 )
 
 // root.readonly is --read-only, and the only root corral honours is "/".
@@ -14,12 +16,12 @@ func TestConfigRoot(t *testing.T) {
 		`{"root": {"path": "/"}}`:                    false,
 		`{"root": null}`:                             false,
 	} {
-		c, err := ParseConfig([]byte(doc))
+		c, err := Parse([]byte(doc))
 		if err != nil {
 			t.Errorf("%s: %v", doc, err)
 			continue
 		}
-		var o Options
+		var o sandbox.Options
 		c.Apply(&o)
 		if c.ReadOnly != want || o.Privileges.Landlock.ReadOnly != want {
 			t.Errorf("%s: read-only %v, applied %v; want %v", doc, c.ReadOnly, o.Privileges.Landlock.ReadOnly, want)
@@ -31,8 +33,8 @@ func TestConfigRoot(t *testing.T) {
 		`{"root": {"readonly": true}}`:                   "root.path",
 		`{"root": {"path": "/", "readonly": "yes"}}`:     "root.readonly",
 	} {
-		_, err := ParseConfig([]byte(doc))
-		var ce *ConfigError
+		_, err := Parse([]byte(doc))
+		var ce *Error
 		if !errors.As(err, &ce) || ce.Path != path {
 			t.Errorf("%s: error %v, want one naming %s", doc, err, path)
 		}
