@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/corral-sh/corral/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -62,49 +63,24 @@ func parseMountinfoLine(line string) (mountEntry, error) {
 	if e.Parent, err = strconv.Atoi(fields[1]); err != nil || e.Parent < 0 {
 		return mountEntry{}, fmt.Errorf("parent id %q is not a number", fields[1])
 	}
-	if e.Root, err = unescapeMountField(fields[3]); err != nil {
+	if e.Root, err = proc.UnescapeMountField(fields[3]); err != nil {
 		return mountEntry{}, err
 	}
-	if e.MountPoint, err = unescapeMountField(fields[4]); err != nil {
+	if e.MountPoint, err = proc.UnescapeMountField(fields[4]); err != nil {
 		return mountEntry{}, err
 	}
 	if !strings.HasPrefix(e.MountPoint, "/") || !strings.HasPrefix(e.Root, "/") {
 		return mountEntry{}, fmt.Errorf("root %q or mount point %q is not absolute", e.Root, e.MountPoint)
 	}
 	e.Options = strings.Split(fields[5], ",")
-	if e.FSType, err = unescapeMountField(fields[sep+1]); err != nil {
+	if e.FSType, err = proc.UnescapeMountField(fields[sep+1]); err != nil {
 		return mountEntry{}, err
 	}
-	if e.Source, err = unescapeMountField(fields[sep+2]); err != nil {
+	if e.Source, err = proc.UnescapeMountField(fields[sep+2]); err != nil {
 		return mountEntry{}, err
 	}
 	e.SuperOptions = strings.Split(fields[sep+3], ",")
 	return e, nil
-}
-
-// unescapeMountField undoes the kernel's octal escapes (\040 for a space,
-// \011, \012, \134) in a path or name of mountinfo.
-func unescapeMountField(s string) (string, error) {
-	if !strings.Contains(s, `\`) {
-		return s, nil
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '\\' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+4 > len(s) {
-			return "", fmt.Errorf("field %q: truncated escape", s)
-		}
-		v, err := strconv.ParseUint(s[i+1:i+4], 8, 8)
-		if err != nil {
-			return "", fmt.Errorf("field %q: bad escape %q", s, s[i:i+4])
-		}
-		b.WriteByte(byte(v))
-		i += 3
-	}
-	return b.String(), nil
 }
 
 func hasOption(opts []string, name string) bool { return slices.Contains(opts, name) }

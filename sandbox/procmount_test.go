@@ -176,7 +176,7 @@ func TestPlanProcHostileTables(t *testing.T) {
 		{name: "id not a number", table: "x 0 0:1 / / rw - ext4 r rw\n", wantErr: "mount id"},
 		{name: "negative parent", table: "1 -4 0:1 / / rw - ext4 r rw\n", wantErr: "parent id"},
 		{name: "relative mount point", table: "1 0 0:1 / proc rw - proc proc rw\n", wantErr: "not absolute"},
-		{name: "truncated escape", table: "1 0 0:1 / /proc\\04 rw - proc proc rw\n", wantErr: "truncated escape"},
+		{name: "truncated escape", table: "1 0 0:1 / /proc\\04 rw - proc proc rw\n", wantErr: "ends inside an escape"},
 		{name: "bad escape", table: "1 0 0:1 / /proc\\999 rw - proc proc rw\n", wantErr: "bad escape"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/corral-sh/corral/internal/proc"
 	"strings"
 )
 
@@ -73,35 +74,10 @@ func parseMountinfo(data []byte) ([]mount, error) {
 // tab, newline and backslash become a backslash and three octal digits.
 // Anything that is not an absolute path afterwards is refused.
 func unescapeMountPath(s string) (string, error) {
-	if !strings.Contains(s, `\`) {
-		if !strings.HasPrefix(s, "/") {
-			return "", fmt.Errorf("%w: %q is not an absolute path", errMalformed, s)
-		}
-		return s, nil
+	out, err := proc.UnescapeMountField(s)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", errMalformed, err)
 	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '\\' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+4 > len(s) {
-			return "", fmt.Errorf("%w: %q ends inside an escape", errMalformed, s)
-		}
-		v := 0
-		for _, c := range s[i+1 : i+4] {
-			if c < '0' || c > '7' {
-				return "", fmt.Errorf("%w: %q has a bad escape", errMalformed, s)
-			}
-			v = v*8 + int(c-'0')
-		}
-		if v > 0xff {
-			return "", fmt.Errorf("%w: %q has an escape beyond a byte", errMalformed, s)
-		}
-		b.WriteByte(byte(v))
-		i += 3
-	}
-	out := b.String()
 	if !strings.HasPrefix(out, "/") || strings.IndexByte(out, 0) >= 0 {
 		return "", fmt.Errorf("%w: %q is not an absolute path", errMalformed, s)
 	}

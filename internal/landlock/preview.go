@@ -13,26 +13,34 @@ package landlock
 // the filesystem as this process sees it; Restrict plans again where it
 // runs (a fresh /proc in a new PID namespace lists other entries).
 func Preview(p Policy) (Report, error) {
-	r, err := resolve(p)
-	if err != nil {
-		return Report{}, err
+	_, rep, pl, err := prepare(p)
+	if err != nil || pl == nil {
+		return rep, err
 	}
-	if !p.Active() {
-		return Report{}, nil
+	rep.Rules = len(pl.rules)
+	return rep, nil
+}
+
+// prepare is what Preview and Restrict share: the paths resolved, the
+// ruleset the running ABI takes, and the rules planned. pl is nil when p
+// restricts nothing.
+func prepare(p Policy) (rulesetAttr, Report, *plan, error) {
+	r, err := resolve(p)
+	if err != nil || !p.Active() {
+		return rulesetAttr{}, Report{}, nil, err
 	}
 	abi, err := ABI()
 	if err != nil {
-		return Report{}, err
+		return rulesetAttr{}, Report{}, nil, err
 	}
-	_, rep, err := ruleset(p, abi)
+	attr, rep, err := ruleset(p, abi)
 	if err != nil {
-		return rep, err
+		return attr, rep, nil, err
 	}
 	pl, err := r.plan()
 	if err != nil {
-		return rep, err
+		return attr, rep, nil, err
 	}
 	rep.Split = pl.split
-	rep.Rules = len(pl.rules)
-	return rep, nil
+	return attr, rep, &pl, nil
 }

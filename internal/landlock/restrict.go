@@ -108,26 +108,11 @@ func ruleset(p Policy, abi int) (rulesetAttr, Report, error) {
 // and a hard link or bind mount of a granted file placed beneath a hidden
 // path (rights follow the inode).
 func Restrict(p Policy) (Report, error) {
-	r, err := resolve(p)
-	if err != nil {
-		return Report{}, err
-	}
-	if !p.Active() {
-		return Report{}, nil
-	}
-	abi, err := ABI()
-	if err != nil {
-		return Report{}, err
-	}
-	attr, rep, err := ruleset(p, abi)
-	if err != nil {
+	attr, rep, pl, err := prepare(p)
+	if err != nil || pl == nil {
 		return rep, err
 	}
-	pl, err := r.plan()
-	if err != nil {
-		return rep, err
-	}
-	rep.Split = pl.split
+	abi := rep.ABI
 
 	fd, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), attr.size(), 0)
 	if errno != 0 {
