@@ -25,11 +25,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// minNOFILE is the lowest RLIMIT_NOFILE at which a run takes a cgroup.
+const minNOFILE = 64
+
 // openCgroup makes the run's cgroup, before the runner starts, while
 // descriptors are plentiful. Where none can be used, the /proc walk
 // stays: the usual reasons (rootless without delegation, a container's
 // read-only mount) are said under -v, anything unexpected on stderr.
 func (o *Options) openCgroup() {
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Cur < minNOFILE {
+		// The cgroup holds four descriptors for the whole run: under a
+		// limit this low they would be the ones the start then lacks,
+		// and a run that works without the cgroup must not fail with it.
+		o.logf("cgroup: not used: RLIMIT_NOFILE %d leaves no room for its descriptors (%d or more does); teardown walks /proc", rl.Cur, minNOFILE)
+		return
+	}
 	p, err := cgroup.Find()
 	if err == nil {
 		o.cgroup, err = p.New()
