@@ -483,7 +483,14 @@ func (e *engine) killRound(now time.Time) {
 	if e.noChildren {
 		return
 	}
+	counted := 0
 	if e.cfg.KillAll != nil {
+		if !e.escalated {
+			// KillAll leaves the walk after it little or nothing alive to
+			// count, and escalated (and the -v line) must say whether
+			// SIGKILL found anyone: count first, signalling nobody.
+			counted, _ = proc.SignalTree(e.self, unix.SIGKILL, func(proc.Stat) bool { return false })
+		}
 		if err := e.cfg.KillAll(); err != nil {
 			e.cfg.Logf("kill the runner's tree in one step: %v; walking it instead", err)
 		}
@@ -492,6 +499,7 @@ func (e *engine) killRound(now time.Time) {
 	if err != nil {
 		e.blindRound(unix.SIGKILL, err)
 	}
+	n = max(n, counted)
 	if !e.escalated && (n > 0 || err != nil) {
 		e.escalated = true
 		why := "grace over"

@@ -22,8 +22,12 @@ const execStageArg0 = "corral [exec]"
 // registered (reaper.Config.StartHolds).
 func startRunner(o *Options) (int, error) {
 	if o.starter != nil {
-		if pid, ok := o.starter.start(); ok {
-			return pid, nil
+		r := o.starter.start(o.cgroupFD())
+		if r.cgroupRefused != nil {
+			o.dropCgroup(r.cgroupRefused) // cgroup.go
+		}
+		if r.ok {
+			return r.pid, nil
 		}
 	}
 	o.signals().Wait()
@@ -35,9 +39,19 @@ func startRunner(o *Options) (int, error) {
 // stage socket) or reported why not. It never waits for the process: the
 // engine reaps it.
 func startExecStage(o *Options) (int, error) {
-	pid, link, err := spawnStage(execStageArg0, msgExecStart,
-		execStart{Path: o.Path, Args: o.Args, Env: o.Env, Privileges: o.Privileges, Mask: callerMask},
-		syscall.ProcAttr{Dir: o.Dir, Sys: runnerSys(o)})
+	start := execStart{Path: o.Path, Args: o.Args, Env: o.Env, Privileges: o.Privileges, Mask: callerMask}
+	attr := syscall.ProcAttr{Dir: o.Dir, Sys: runnerSys(o)}
+	// Into the run's cgroup from the first instruction (cgroup.go); a
+	// refusal of that is tried again outside it.
+	into := attr
+	into.Sys = withCgroup(attr.Sys, o.cgroupFD())
+	pid, link, err := spawnStage(execStageArg0, msgExecStart, start, into)
+	if err != nil && o.cgroup != nil && refused(err) {
+		refusal := err
+		if pid, link, err = spawnStage(execStageArg0, msgExecStart, start, attr); err == nil {
+			o.dropCgroup(refusal)
+		}
+	}
 	if err != nil {
 		if o.Dir != "" {
 			return 0, fmt.Errorf("in working directory %s: %w", o.Dir, err)
@@ -62,13 +76,16 @@ func startExecStage(o *Options) (int, error) {
 // cgroup's pids.max would refuse it. Rlimits belong to the whole process,
 // so a run that sets them takes the exec stage instead.
 type starter struct {
-	fork chan struct{}
+	fork chan int // the cgroup to fork into (cgroup.go), or -1
 	done chan starterResult
 }
 
 type starterResult struct {
 	pid int
 	ok  bool // false: privileges or exec failed; the exec stage starts the runner, or reports why not (125, 126, 127)
+	// cgroupRefused is the kernel's refusal to start the runner into its
+	// cgroup, when starting it outside worked.
+	cgroupRefused error
 }
 
 // prepareStart makes the starter thread, when this run can use one.
@@ -76,7 +93,7 @@ func (o *Options) prepareStart() {
 	if o.starter != nil || len(o.Privileges.Rlimits) > 0 || !o.mayForkFromEngine() { // policy.go
 		return
 	}
-	s := &starter{fork: make(chan struct{}), done: make(chan starterResult, 1)}
+	s := &starter{fork: make(chan int, 1), done: make(chan starterResult, 1)}
 	privileges, sigs := o.Privileges, o.signals()
 	path, args, dir, env, sys := o.Path, o.Args, o.Dir, o.Env, runnerSys(o)
 	go func() {
@@ -88,13 +105,12 @@ func (o *Options) prepareStart() {
 		if err == nil {
 			err = setThreadMask(callerMask)
 		}
-		<-s.fork
+		cg := <-s.fork
 		if err == nil {
 			if !filtered {
 				o.logf("--allow-new-privs without CAP_SYS_ADMIN: the kernel takes no seccomp filter, so the runner may use TIOCSTI")
 			}
-			pid, ok := forkHeld(path, args, dir, env, sys, !privileges.AllowNewPrivs, sigs.Wait)
-			s.done <- starterResult{pid, ok}
+			s.done <- forkHeld(path, args, dir, env, sys, cg, !privileges.AllowNewPrivs, sigs.Wait)
 		} else {
 			s.done <- starterResult{}
 		}
@@ -103,11 +119,11 @@ func (o *Options) prepareStart() {
 	o.starter = s
 }
 
-// start forks the runner from the starter thread.
-func (s *starter) start() (int, bool) {
-	close(s.fork)
-	r := <-s.done
-	return r.pid, r.ok
+// start forks the runner from the starter thread, into the cgroup cg
+// (-1: none).
+func (s *starter) start(cg int) starterResult {
+	s.fork <- cg
+	return <-s.done
 }
 
 // forkHeld forks and execs the runner and lets it run its first
@@ -121,7 +137,11 @@ func (s *starter) start() (int, bool) {
 // refused (a seccomp profile, Yama's ptrace_scope 2 or 3), the runner is
 // forked once ready returned. It runs on the thread that will stay the
 // tracer: the calling goroutine must be locked to it.
-func forkHeld(path string, args []string, dir string, env []string, sys *syscall.SysProcAttr, nnp bool, ready func()) (int, bool) {
+//
+// cg (-1: none) is the run's cgroup, which the runner starts in (clone3's
+// CLONE_INTO_CGROUP, in the same SysProcAttr as the ptrace request); where
+// the kernel refuses that and a start outside works, the result says so.
+func forkHeld(path string, args []string, dir string, env []string, sys *syscall.SysProcAttr, cg int, nnp bool, ready func()) starterResult {
 	untraced := &syscall.SysProcAttr{}
 	if sys != nil {
 		*untraced = *sys
@@ -129,21 +149,31 @@ func forkHeld(path string, args []string, dir string, env []string, sys *syscall
 	traced := *untraced
 	traced.Ptrace = true
 	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: []uintptr{0, 1, 2}, Sys: untraced}
+	var r starterResult
+	fork := func() (int, error) {
+		pid, refusal, err := forkInto(path, args, attr, cg) // cgroup.go
+		if refusal != nil {
+			r.cgroupRefused, cg = refusal, -1
+		}
+		return pid, err
+	}
 	if nnp {
 		attr.Sys = &traced
-		pid, err := syscall.ForkExec(path, args, attr)
+		pid, err := fork()
 		if err == nil {
 			releaseHeld(pid, ready)
-			return pid, true
+			r.pid, r.ok = pid, true
+			return r
 		}
-		if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.ENOSYS) {
-			return 0, false // an exec failure: the exec stage reports it
+		if !refused(err) {
+			return r // an exec failure: the exec stage reports it
 		}
 		attr.Sys = untraced
 	}
 	ready()
-	pid, err := syscall.ForkExec(path, args, attr)
-	return pid, err == nil
+	pid, err := fork()
+	r.pid, r.ok = pid, err == nil
+	return r
 }
 
 // releaseHeld waits for the held runner's stop at its execve, then for

@@ -60,6 +60,11 @@ func (o *Options) logf(format string, a ...any) {
 // runEngine runs the reaper engine in this process.
 func runEngine(o *Options, ownsNamespace bool) (int, error) {
 	o.prepareStart()
+	// After the start is prepared, so that the starter thread drops the
+	// runner's privileges meanwhile; before the engine, which never sees
+	// a runner outside it.
+	o.openCgroup()         // cgroup.go
+	defer o.removeCgroup() // whatever ends the run: setup failure, cancel, teardown
 	var state *statefile.Writer
 	if o.StatePath != "" {
 		state = statefile.Open(o.StatePath, o.Stderr)
@@ -79,6 +84,7 @@ func runEngine(o *Options, ownsNamespace bool) (int, error) {
 		StartHolds:    true,
 		OwnsNamespace: ownsNamespace,
 		OwnsProcess:   true,
+		KillAll:       o.killAll(),
 		JobControl:    o.jobs,
 		Stderr:        o.Stderr,
 		Logf:          logf,

@@ -2,9 +2,11 @@ package sandbox
 
 import (
 	"fmt"
-	"github.com/corral-sh/corral/internal/bounds"
 	"io"
 	"time"
+
+	"github.com/corral-sh/corral/internal/bounds"
+	"github.com/corral-sh/corral/internal/cgroup"
 
 	"github.com/corral-sh/corral/internal/landlock"
 	"github.com/corral-sh/corral/internal/statefile"
@@ -61,6 +63,9 @@ type Options struct {
 	Signals *reaper.Signals `json:"-"`
 
 	starter *starter // the thread the runner is forked from (prepareStart)
+	// cgroup is the run's cgroup v2 (cgroup.go), made by the process that
+	// runs the engine; nil where none can be used.
+	cgroup *cgroup.Cgroup
 
 	// The sandbox policy beyond Privileges.Landlock (policy.go).
 	Timeout       time.Duration // the engine cancels the run this long after the runner started; 0: never

@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"syscall"
 
+	"github.com/corral-sh/corral/internal/cgroup"
 	"github.com/corral-sh/corral/reaper"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
@@ -142,42 +141,17 @@ func probePidfd() Check {
 	return c
 }
 
+// probeCgroup2 says whether a run will get a cgroup of its own (cgroup.go):
+// it makes one where a run would and removes it, as a run does.
 func probeCgroup2() Check {
 	c := Check{Name: "cgroup v2"}
-	root, hybrid := "", false
-	for _, dir := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-		var fs unix.Statfs_t
-		if unix.Statfs(dir, &fs) == nil && fs.Type == unix.CGROUP2_SUPER_MAGIC {
-			root, hybrid = dir, dir != "/sys/fs/cgroup"
-			break
-		}
-	}
-	if root == "" {
-		c.Detail = "no cgroup2 mount at /sys/fs/cgroup (cgroup v1 only)"
+	dir, err := cgroup.Check()
+	if err != nil {
+		c.Detail = "not used: " + err.Error() + "; teardown walks /proc instead"
 		return c
 	}
 	c.Available = true
-	data, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		c.Detail = "cannot read /proc/self/cgroup: " + describeErr(err)
-		return c
-	}
-	var own string
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "0::"); ok {
-			own = rest
-		}
-	}
-	dir := filepath.Join(root, own)
-	if unix.Access(filepath.Join(dir, "cgroup.procs"), unix.W_OK) == nil &&
-		unix.Access(filepath.Join(dir, "cgroup.subtree_control"), unix.W_OK) == nil {
-		c.Detail = "delegated and writable: " + dir
-	} else {
-		c.Detail = "no writable delegated cgroup (" + dir + " is not writable by uid " + fmt.Sprint(os.Getuid()) + ")"
-	}
-	if hybrid {
-		c.Detail = "hybrid hierarchy, controllers on v1; " + c.Detail
-	}
+	c.Detail = "each run gets a cgroup of its own beneath " + dir + "; teardown's SIGKILL is one write to its cgroup.kill"
 	return c
 }
 

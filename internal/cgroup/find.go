@@ -169,9 +169,21 @@ func notWritable(path string, err error) error {
 	var st unix.Stat_t
 	if unix.Stat(path, &st) == nil {
 		owner = fmt.Sprintf(", owned by uid %d", st.Uid)
+		// In a user namespace (pidns mode's init) an owner it does not
+		// map shows as the overflow uid, usually 65534, nobody's own.
+		if data, err := readFile("/proc/sys/kernel/overflowuid", 16); err == nil && strings.TrimSpace(string(data)) == fmt.Sprint(st.Uid) && inUserNamespace() {
+			owner = fmt.Sprintf(", owned by a uid that corral's user namespace does not map (shown as %d)", st.Uid)
+		}
 	}
 	return unavailable("uid %d may not write %s (%v%s); run corral as root, or inside a cgroup delegated to its user, e.g. systemd-run --user --scope -p Delegate=yes corral …",
 		os.Geteuid(), path, err, owner)
+}
+
+// inUserNamespace reports whether the caller's uid map is not the initial
+// namespace's identity map of every uid.
+func inUserNamespace() bool {
+	data, err := readFile("/proc/self/uid_map", 64)
+	return err == nil && strings.Join(strings.Fields(string(data)), " ") != "0 0 4294967295"
 }
 
 // clone3Available calls clone3 with a size the kernel refuses before it
