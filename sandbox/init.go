@@ -29,7 +29,9 @@ func runInit() {
 	// The starter thread drops the runner's privileges while the
 	// namespaces are set up and the signals registered.
 	o.prepareStart()
+	o.startCgroup() // cgroup.go: beside the mounts
 	if err := setupNamespaces(&o); err != nil {
+		o.removeCgroup()
 		link.fail(err)
 		os.Exit(125)
 	}

@@ -63,7 +63,7 @@ func runEngine(o *Options, ownsNamespace bool) (int, error) {
 	// After the start is prepared, so that the starter thread drops the
 	// runner's privileges meanwhile; before the engine, which never sees
 	// a runner outside it.
-	o.openCgroup()         // cgroup.go
+	o.startCgroup()        // cgroup.go; already under way where the caller started it
 	defer o.removeCgroup() // whatever ends the run: setup failure, cancel, teardown
 	var state *statefile.Writer
 	if o.StatePath != "" {
@@ -102,6 +102,7 @@ func runSubreaper(o *Options, why string) (int, error) {
 	if os.Getpid() == 1 {
 		why += "; corral is PID 1 and reaps its namespace"
 	}
+	o.startCgroup() // cgroup.go: beside the rest of the setup
 	o.logf("mode subreaper: %s", why)
 	o.Terminal, o.jobs = false, nil
 	if t := openTerminal(o); t != nil { // terminal mode (terminal.go)

@@ -66,6 +66,9 @@ type Options struct {
 	// cgroup is the run's cgroup v2 (cgroup.go), made by the process that
 	// runs the engine; nil where none can be used.
 	cgroup *cgroup.Cgroup
+	// cgroupMade is closed once openCgroup has decided (startCgroup);
+	// o.cgroup is read only after it.
+	cgroupMade chan struct{}
 
 	// The sandbox policy beyond Privileges.Landlock (policy.go).
 	Timeout       time.Duration // the engine cancels the run this long after the runner started; 0: never
