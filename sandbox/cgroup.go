@@ -44,6 +44,7 @@ func (o *Options) openCgroup() {
 	}
 	p, err := cgroup.Find()
 	if err == nil {
+		p.Owner = o.CgroupOwner
 		o.cgroup, err = p.New()
 	}
 	switch {

@@ -58,6 +58,7 @@ func runPidns(o *Options) (int, error) {
 	runtime.LockOSThread()
 	sigs := o.signals()
 
+	o.CgroupOwner = os.Getpid() // the name an operator sees outside (cgroup.go)
 	pid, link, err := spawnStage(initArg0, msgInitStart, initStart{Options: *o, Mask: callerMask}, syscall.ProcAttr{Sys: sys})
 	if err != nil {
 		return 125, cloneFailure(o, flags, userns, err)

@@ -66,6 +66,9 @@ type Options struct {
 	// cgroup is the run's cgroup v2 (cgroup.go), made by the process that
 	// runs the engine; nil where none can be used.
 	cgroup *cgroup.Cgroup
+	// CgroupOwner is the pid the run's cgroup is named after: the pidns
+	// host side's, sent to the init; 0: the engine's own process.
+	CgroupOwner int
 	// cgroupMade is closed once openCgroup has decided (startCgroup);
 	// o.cgroup is read only after it.
 	cgroupMade chan struct{}

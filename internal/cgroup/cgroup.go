@@ -57,7 +57,11 @@ func (p *Parent) New() (*Cgroup, error) {
 		return nil, fmt.Errorf("open %s: %w", p.Dir, err)
 	}
 	c := &Cgroup{parent: parent, dir: -1, kill: -1, events: -1}
-	if err := c.create(p.Dir); err != nil {
+	owner := p.Owner
+	if owner <= 0 {
+		owner = os.Getpid()
+	}
+	if err := c.create(p.Dir, owner); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -72,13 +76,13 @@ func (p *Parent) New() (*Cgroup, error) {
 	return c, nil
 }
 
-func (c *Cgroup) create(parentDir string) error {
+func (c *Cgroup) create(parentDir string, owner int) error {
 	// A clash is only possible with a directory another corral of this
 	// pid made and left behind; a fresh random part avoids it.
 	for range 3 {
 		// math/rand: crypto/rand may start a timer (its slow-getrandom
 		// warning) and so the runtime poller, which costs a descriptor.
-		c.name = fmt.Sprintf("corral-%d-%08x", os.Getpid(), rand.Uint32())
+		c.name = fmt.Sprintf("corral-%d-%08x", owner, rand.Uint32())
 		c.path = filepath.Join(parentDir, c.name)
 		err := ignoringEINTR(func() error { return unix.Mkdirat(c.parent, c.name, 0o755) })
 		switch {

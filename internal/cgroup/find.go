@@ -26,6 +26,10 @@ func unavailable(format string, args ...any) error {
 // beneath it, so every limit placed on the caller (a CI job's pids.max, a
 // service's MemoryMax) still covers them.
 type Parent struct {
+	// Owner is the pid named in the new cgroup's name, corral-OWNER-RANDOM;
+	// 0: this process's. A pidns init sets the host side's, which an
+	// operator (or a test) can see from outside, rather than its own 1.
+	Owner int
 	// Mount is where the v2 hierarchy is mounted: /sys/fs/cgroup on a
 	// pure v2 system, /sys/fs/cgroup/unified in a hybrid layout.
 	Mount string
