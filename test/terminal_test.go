@@ -541,3 +541,22 @@ func TestProbeSaysTerminalInjectionFilter(t *testing.T) {
 		}
 	})
 }
+
+// Closing the terminal ends the run and leaves nothing behind: the hangup
+// reaches the runner's group (its SIGHUP kills the runner), corral tears
+// the tree down, a detached helper in a session of its own included, and
+// exits as the runner did (bubblewrap's PID 1 outlives its terminal).
+func TestTerminalHangupEndsRun(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		e := newEnv(t, m)
+		p := openPTY(t)
+		ready := e.file("ready")
+		runner := e.helper("spawn", "-setsid", "-ready", ready, "-then", "sleep", "--", "sleep", "-ignore-term")
+		c := e.startCmd(e.onPTY(p, e.corralArgv(runner...)...))
+		c.waitFile(ready)
+		p.awaitForeground(helperBin) // terminal mode: the runner holds the foreground
+		p.master.Close()             // the hangup
+		wantCode(t, c.wait(corralTimeout), 128+int(syscall.SIGHUP))
+		e.assertGone()
+	})
+}
