@@ -795,18 +795,7 @@ func cmdDenySubreaper(fs *flag.FlagSet) func(*common) error {
 			{Code: ret, K: unix.SECCOMP_RET_ALLOW},
 			{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EINVAL)},
 		}
-		prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-		runtime.LockOSThread()
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return fmt.Errorf("no_new_privs: %w", err)
-		}
-		// SECCOMP_FILTER_FLAG_TSYNC: every thread of this Go process, so
-		// the exec below carries the filter whichever thread runs it.
-		if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
-			unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); errno != 0 {
-			return fmt.Errorf("seccomp: %w", errno)
-		}
-		return unix.Exec(c.args[0], c.args, os.Environ())
+		return execFiltered(filter, c.args)
 	}
 }
 
@@ -851,18 +840,7 @@ func cmdDenyNamespaces(fs *flag.FlagSet) func(*common) error {
 			/* 11 */ {Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
 			/* 12 */ {Code: ret, K: unix.SECCOMP_RET_ALLOW},
 		}
-		prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-		runtime.LockOSThread()
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return fmt.Errorf("no_new_privs: %w", err)
-		}
-		// TSYNC: every thread of this Go process, so the exec below
-		// carries the filter whichever thread runs it.
-		if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
-			unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); errno != 0 {
-			return fmt.Errorf("seccomp: %w", errno)
-		}
-		return unix.Exec(c.args[0], c.args, os.Environ())
+		return execFiltered(filter, c.args)
 	}
 }
 
@@ -1101,4 +1079,20 @@ func cmdSigparent(fs *flag.FlagSet) func(*common) error {
 		}
 		return nil
 	}
+}
+
+// execFiltered sets no_new_privs, installs filter on every thread of this
+// process (SECCOMP_FILTER_FLAG_TSYNC, so the exec carries it whichever
+// thread runs it) and execs args.
+func execFiltered(filter []unix.SockFilter, args []string) error {
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
+		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); errno != 0 {
+		return fmt.Errorf("seccomp: %w", errno)
+	}
+	return unix.Exec(args[0], args, os.Environ())
 }
