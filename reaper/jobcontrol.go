@@ -2,10 +2,10 @@ package reaper
 
 import (
 	"errors"
+	"github.com/corral-sh/corral/internal/proc"
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -161,15 +161,10 @@ func rtSigaction(sig syscall.Signal, act, old *sigaction) error {
 // /proc/self/status's ShdPnd says. An unreadable status reads as not
 // pending: StopJob must never wait for ever.
 func pendingSignal(sig syscall.Signal) bool {
-	data, err := os.ReadFile("/proc/self/status")
+	status, err := proc.ReadStatus("/proc/self/status")
 	if err != nil {
 		return false
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "ShdPnd:"); ok {
-			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && mask&(1<<(uint(sig)-1)) != 0
-		}
-	}
-	return false
+	mask, err := strconv.ParseUint(status["ShdPnd"], 16, 64)
+	return err == nil && mask&(1<<(uint(sig)-1)) != 0
 }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"github.com/corral-sh/corral/internal/proc"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -193,16 +194,8 @@ var explainingSysctls = []string{
 func readFacts() facts {
 	f := facts{uid: os.Getuid(), sysctls: map[string]string{}}
 	f.caps, _ = effectiveCaps()
-	if data, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			key, value, _ := strings.Cut(line, ":")
-			switch key {
-			case "Seccomp":
-				f.seccomp = strings.TrimSpace(value)
-			case "NoNewPrivs":
-				f.noNewPrivs = strings.TrimSpace(value)
-			}
-		}
+	if status, err := proc.ReadStatus("/proc/self/status"); err == nil {
+		f.seccomp, f.noNewPrivs = status["Seccomp"], status["NoNewPrivs"]
 	}
 	for _, name := range explainingSysctls {
 		if v, ok := readSysctl(name); ok {

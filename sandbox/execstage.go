@@ -3,10 +3,10 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"github.com/corral-sh/corral/internal/proc"
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/corral-sh/corral/reaper"
@@ -335,29 +335,25 @@ func readThreadStatus() (map[string]uint64, error) {
 	return parseStatus(string(data))
 }
 
+// parseStatus takes the numbers verifyPrivileges checks out of a status
+// file: the Cap* sets (hex) and NoNewPrivs, each required.
 func parseStatus(text string) (map[string]uint64, error) {
+	fields := proc.ParseStatus(text)
 	out := map[string]uint64{}
-	for _, line := range strings.Split(text, "\n") {
-		key, value, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		value = strings.TrimSpace(value)
-		var err error
-		switch {
-		case strings.HasPrefix(key, "Cap"):
-			out[key], err = strconv.ParseUint(value, 16, 64)
-		case key == "NoNewPrivs":
-			out[key], err = strconv.ParseUint(value, 10, 64)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("parse %s: %w", key, err)
-		}
-	}
 	for _, k := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs"} {
-		if _, ok := out[k]; !ok {
+		value, ok := fields[k]
+		if !ok {
 			return nil, fmt.Errorf("status has no %s", k)
 		}
+		base := 16
+		if k == "NoNewPrivs" {
+			base = 10
+		}
+		v, err := strconv.ParseUint(value, base, 64)
+		if err != nil {
+			return nil, fmt.Errorf("parse %s: %w", k, err)
+		}
+		out[k] = v
 	}
 	return out, nil
 }

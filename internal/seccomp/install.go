@@ -1,11 +1,9 @@
 package seccomp
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
+	"github.com/corral-sh/corral/internal/proc"
 	"runtime"
 	"strconv"
 	"unsafe"
@@ -81,14 +79,13 @@ type Status struct {
 // install a filter will have no_new_privs or CAP_SYS_ADMIN then.
 func Probe() (Status, error) {
 	st := Status{Filters: -1}
-	status, err := os.ReadFile("/proc/thread-self/status")
+	fields, err := proc.ReadStatus("/proc/thread-self/status")
 	if err != nil {
-		status, err = os.ReadFile("/proc/self/status")
+		fields, err = proc.ReadStatus("/proc/self/status")
 	}
 	if err != nil {
 		return st, fmt.Errorf("seccomp probe: %w", err)
 	}
-	fields := statusFields(status)
 	if v, ok := fields["NoNewPrivs"]; ok {
 		st.NoNewPrivs = v == "1"
 	}
@@ -119,17 +116,4 @@ func Probe() (Status, error) {
 		return st, fmt.Errorf("the kernel's seccomp lacks the ERRNO action (%w)", errno)
 	}
 	return st, fmt.Errorf("seccomp(SECCOMP_GET_ACTION_AVAIL): %w", errno)
-}
-
-// statusFields splits /proc/*/status into "Name" -> "value".
-func statusFields(b []byte) map[string]string {
-	m := make(map[string]string)
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		name, value, ok := bytes.Cut(sc.Bytes(), []byte{':'})
-		if ok {
-			m[string(name)] = string(bytes.TrimSpace(value))
-		}
-	}
-	return m
 }
