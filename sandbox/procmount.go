@@ -6,7 +6,6 @@ import (
 	"os"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/corral-sh/corral/internal/proc"
@@ -19,16 +18,7 @@ import (
 // read-only beneath it (/proc/kcore, /proc/sys, ...). mountProc carries
 // them over, reading the caller's mount table before it covers it.
 
-// mountEntry is one line of /proc/PID/mountinfo (proc(5)).
-type mountEntry struct {
-	ID, Parent   int
-	Root         string // the path inside the filesystem that is mounted here
-	MountPoint   string
-	Options      []string // per mount: rw or ro, nosuid, nodev, noexec, ...
-	FSType       string
-	Source       string
-	SuperOptions []string // per filesystem: for proc, hidepid=, subset=, gid=
-}
+type mountEntry = proc.MountEntry
 
 // parseMountinfo parses a whole mountinfo table. A line that is not what
 // the kernel writes is an error: corral cannot keep restrictions it cannot
@@ -39,48 +29,13 @@ func parseMountinfo(text string) ([]mountEntry, error) {
 		if line == "" {
 			continue
 		}
-		e, err := parseMountinfoLine(line)
+		e, err := proc.ParseMountLine(line)
 		if err != nil {
 			return nil, fmt.Errorf("mountinfo line %d: %w", n+1, err)
 		}
 		out = append(out, e)
 	}
 	return out, nil
-}
-
-func parseMountinfoLine(line string) (mountEntry, error) {
-	// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
-	fields := strings.Split(line, " ")
-	sep := slices.Index(fields, "-")
-	if sep < 6 || len(fields) != sep+4 {
-		return mountEntry{}, errors.New("not the kernel's format (want 6 fields, optional fields, \"-\", 3 fields)")
-	}
-	var e mountEntry
-	var err error
-	if e.ID, err = strconv.Atoi(fields[0]); err != nil || e.ID < 0 {
-		return mountEntry{}, fmt.Errorf("mount id %q is not a number", fields[0])
-	}
-	if e.Parent, err = strconv.Atoi(fields[1]); err != nil || e.Parent < 0 {
-		return mountEntry{}, fmt.Errorf("parent id %q is not a number", fields[1])
-	}
-	if e.Root, err = proc.UnescapeMountField(fields[3]); err != nil {
-		return mountEntry{}, err
-	}
-	if e.MountPoint, err = proc.UnescapeMountField(fields[4]); err != nil {
-		return mountEntry{}, err
-	}
-	if !strings.HasPrefix(e.MountPoint, "/") || !strings.HasPrefix(e.Root, "/") {
-		return mountEntry{}, fmt.Errorf("root %q or mount point %q is not absolute", e.Root, e.MountPoint)
-	}
-	e.Options = strings.Split(fields[5], ",")
-	if e.FSType, err = proc.UnescapeMountField(fields[sep+1]); err != nil {
-		return mountEntry{}, err
-	}
-	if e.Source, err = proc.UnescapeMountField(fields[sep+2]); err != nil {
-		return mountEntry{}, err
-	}
-	e.SuperOptions = strings.Split(fields[sep+3], ",")
-	return e, nil
 }
 
 func hasOption(opts []string, name string) bool { return slices.Contains(opts, name) }

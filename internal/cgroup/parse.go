@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/corral-sh/corral/internal/proc"
 	"strings"
+
+	"github.com/corral-sh/corral/internal/proc"
 )
 
 // errMalformed marks input from /proc or a cgroup file that does not have
@@ -38,59 +39,13 @@ func parseMountinfo(data []byte) ([]mount, error) {
 		if len(line) == 0 || !bytes.Contains(line, []byte(" - cgroup2 ")) {
 			continue
 		}
-		// Exactly one space between fields: the kernel escapes spaces,
-		// tabs and newlines in paths, but not other bytes that
-		// strings.Fields would also split on (\r, \v, U+00A0 …).
-		fields := strings.Split(string(line), " ")
-		sep := -1
-		for i := 6; i < len(fields); i++ {
-			if fields[i] == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || len(fields) < sep+4 {
-			return nil, fmt.Errorf("mountinfo line %d: %w: want 6 fields, optional fields, \"-\", fstype, source, options", n+1, errMalformed)
-		}
-		root, err := unescapeMountPath(fields[3])
+		e, err := proc.ParseMountLine(string(line))
 		if err != nil {
-			return nil, fmt.Errorf("mountinfo line %d: root: %w", n+1, err)
+			return nil, fmt.Errorf("mountinfo line %d: %w: %v", n+1, errMalformed, err)
 		}
-		point, err := unescapeMountPath(fields[4])
-		if err != nil {
-			return nil, fmt.Errorf("mountinfo line %d: mount point: %w", n+1, err)
-		}
-		mounts = append(mounts, mount{
-			root:     root,
-			point:    point,
-			fstype:   fields[sep+1],
-			readOnly: hasOption(fields[5], "ro") || hasOption(fields[sep+3], "ro"),
-		})
+		mounts = append(mounts, mount{root: e.Root, point: e.MountPoint, fstype: e.FSType, readOnly: e.ReadOnly()})
 	}
 	return mounts, nil
-}
-
-// unescapeMountPath undoes the kernel's mangle of a mountinfo path: space,
-// tab, newline and backslash become a backslash and three octal digits.
-// Anything that is not an absolute path afterwards is refused.
-func unescapeMountPath(s string) (string, error) {
-	out, err := proc.UnescapeMountField(s)
-	if err != nil {
-		return "", fmt.Errorf("%w: %v", errMalformed, err)
-	}
-	if !strings.HasPrefix(out, "/") || strings.IndexByte(out, 0) >= 0 {
-		return "", fmt.Errorf("%w: %q is not an absolute path", errMalformed, s)
-	}
-	return out, nil
-}
-
-func hasOption(list, opt string) bool {
-	for o := range strings.SplitSeq(list, ",") {
-		if o == opt {
-			return true
-		}
-	}
-	return false
 }
 
 // parseProcCgroup returns the cgroup v2 path from /proc/self/cgroup

@@ -1,7 +1,10 @@
 package proc
 
 import (
+	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -36,4 +39,65 @@ func UnescapeMountField(s string) (string, error) {
 		i += 3
 	}
 	return b.String(), nil
+}
+
+// MountEntry is one line of /proc/PID/mountinfo (proc(5)).
+type MountEntry struct {
+	ID, Parent   int
+	Root         string // the path inside the filesystem that is mounted here
+	MountPoint   string
+	Options      []string // per mount: rw or ro, nosuid, nodev, noexec, ...
+	FSType       string
+	Source       string
+	SuperOptions []string // per filesystem: for proc, hidepid=, subset=, gid=
+}
+
+// ReadOnly reports whether the mount or its filesystem is read-only.
+func (e MountEntry) ReadOnly() bool {
+	return slices.Contains(e.Options, "ro") || slices.Contains(e.SuperOptions, "ro")
+}
+
+// ParseMountLine parses one line of mountinfo:
+//
+//	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+//
+// Fields are separated by exactly one space (the kernel escapes spaces,
+// tabs and newlines in paths, but not other bytes strings.Fields would
+// split on), the optional fields end at a lone "-", and the paths are
+// octal-escaped. Anything else is an error: a mount table read half right
+// could name the wrong directory.
+func ParseMountLine(line string) (MountEntry, error) {
+	fields := strings.Split(line, " ")
+	sep := slices.Index(fields, "-")
+	if sep < 6 || len(fields) != sep+4 {
+		return MountEntry{}, errors.New("not the kernel's format (want 6 fields, optional fields, \"-\", 3 fields)")
+	}
+	var e MountEntry
+	var err error
+	if e.ID, err = strconv.Atoi(fields[0]); err != nil || e.ID < 0 {
+		return MountEntry{}, fmt.Errorf("mount id %q is not a number", fields[0])
+	}
+	if e.Parent, err = strconv.Atoi(fields[1]); err != nil || e.Parent < 0 {
+		return MountEntry{}, fmt.Errorf("parent id %q is not a number", fields[1])
+	}
+	if e.Root, err = UnescapeMountField(fields[3]); err != nil {
+		return MountEntry{}, err
+	}
+	if e.MountPoint, err = UnescapeMountField(fields[4]); err != nil {
+		return MountEntry{}, err
+	}
+	for _, p := range []string{e.Root, e.MountPoint} {
+		if !strings.HasPrefix(p, "/") || strings.IndexByte(p, 0) >= 0 {
+			return MountEntry{}, fmt.Errorf("root %q or mount point %q is not absolute", e.Root, e.MountPoint)
+		}
+	}
+	e.Options = strings.Split(fields[5], ",")
+	if e.FSType, err = UnescapeMountField(fields[sep+1]); err != nil {
+		return MountEntry{}, err
+	}
+	if e.Source, err = UnescapeMountField(fields[sep+2]); err != nil {
+		return MountEntry{}, err
+	}
+	e.SuperOptions = strings.Split(fields[sep+3], ",")
+	return e, nil
 }
