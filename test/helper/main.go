@@ -775,16 +775,11 @@ func cmdDenySubreaper(fs *flag.FlagSet) func(*common) error {
 		if len(c.args) == 0 {
 			return errors.New("deny-subreaper: no program")
 		}
-		arch, ok := map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64}[runtime.GOARCH]
-		if !ok {
-			return fmt.Errorf("deny-subreaper: no seccomp arch for %s", runtime.GOARCH)
+		arch, err := seccompArch()
+		if err != nil {
+			return fmt.Errorf("deny-subreaper: %w", err)
 		}
 		// struct seccomp_data: nr at 0, arch at 4, args[0] (low word) at 16.
-		const (
-			ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-			jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-			ret = unix.BPF_RET | unix.BPF_K
-		)
 		filter := []unix.SockFilter{
 			{Code: ld, K: 4},
 			{Code: jeq, K: arch, Jt: 0, Jf: 4},
@@ -810,19 +805,13 @@ func cmdDenyNamespaces(fs *flag.FlagSet) func(*common) error {
 		if len(c.args) == 0 {
 			return errors.New("deny-namespaces: no program")
 		}
-		arch, ok := map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64}[runtime.GOARCH]
-		if !ok {
-			return fmt.Errorf("deny-namespaces: no seccomp arch for %s", runtime.GOARCH)
+		arch, err := seccompArch()
+		if err != nil {
+			return fmt.Errorf("deny-namespaces: %w", err)
 		}
 		// CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET (moby's
 		// mask 0x7E020000), and CLONE_NEWTIME, which unshare takes.
 		const nsFlags = 0x7E020000 | unix.CLONE_NEWTIME
-		const (
-			ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-			jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-			jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
-			ret  = unix.BPF_RET | unix.BPF_K
-		)
 		// struct seccomp_data: nr at 0, arch at 4, args[0] (low word) at 16.
 		// Jump offsets count from the next instruction.
 		filter := []unix.SockFilter{
@@ -952,17 +941,11 @@ func fillAtClone(listener int, cgroup string) {
 // execs, so the program carries it), sends the listener to its parent on
 // fd 3, and execs the program.
 func pidsInner(args []string) error {
-	arch, ok := map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64}[runtime.GOARCH]
-	if !ok {
-		return fmt.Errorf("pids-full-at-clone: no seccomp arch for %s", runtime.GOARCH)
+	arch, err := seccompArch()
+	if err != nil {
+		return fmt.Errorf("pids-full-at-clone: %w", err)
 	}
 	runtime.LockOSThread()
-	const (
-		ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
-		ret  = unix.BPF_RET | unix.BPF_K
-	)
 	filter := []unix.SockFilter{
 		/* 0 */ {Code: ld, K: 4},
 		/* 1 */ {Code: jeq, K: arch, Jt: 0, Jf: 4}, // allow (6)
@@ -1095,4 +1078,21 @@ func execFiltered(filter []unix.SockFilter, args []string) error {
 		return fmt.Errorf("seccomp: %w", errno)
 	}
 	return unix.Exec(args[0], args, os.Environ())
+}
+
+// The classic-BPF opcodes the hand-built seccomp filters above use.
+const (
+	ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+	jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+	jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+	ret  = unix.BPF_RET | unix.BPF_K
+)
+
+// seccompArch is seccomp_data.arch for the native system calls of this build.
+func seccompArch() (uint32, error) {
+	arch, ok := map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64}[runtime.GOARCH]
+	if !ok {
+		return 0, fmt.Errorf("no seccomp arch for %s", runtime.GOARCH)
+	}
+	return arch, nil
 }
