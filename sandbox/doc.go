@@ -59,6 +59,6 @@
 //	              by every role and handed on to the runner unchanged
 //	options.go, rlimit.go, caps.go, errno.go: the types every role shares
 //
-// The OCI config.json is not read here: package internal/ociconfig turns
+// The OCI config.json is not read here: package cmd/corral/internal/ociconfig turns
 // it into Options before Launch.
 package sandbox

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/corral-sh/corral/internal/statefile"
+	"github.com/corral-sh/corral/reaper/statefile"
 	"github.com/corral-sh/corral/reaper"
 )
 

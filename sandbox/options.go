@@ -9,7 +9,7 @@ import (
 	"github.com/corral-sh/corral/internal/cgroup"
 
 	"github.com/corral-sh/corral/internal/landlock"
-	"github.com/corral-sh/corral/internal/statefile"
+	"github.com/corral-sh/corral/reaper/statefile"
 	"github.com/corral-sh/corral/reaper"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/corral-sh/corral/internal/bounds"
-	"github.com/corral-sh/corral/internal/ociconfig"
+	"github.com/corral-sh/corral/cmd/corral/internal/ociconfig"
 	"github.com/corral-sh/corral/sandbox"
 )
 

@@ -5,7 +5,7 @@ import (
 	"github.com/corral-sh/corral/internal/bounds"
 	"io"
 
-	"github.com/corral-sh/corral/internal/ociconfig"
+	"github.com/corral-sh/corral/cmd/corral/internal/ociconfig"
 )
 
 // runSpec prints the config.json that reproduces corral's defaults (see

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/corral-sh/corral/internal/proc"
-	"github.com/corral-sh/corral/internal/statefile"
+	"github.com/corral-sh/corral/reaper/statefile"
 )
 
 // scale measures what one engine tick costs: the engine's tick is
