@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"errors"
 	"os"
 	"os/signal"
 	"runtime"
@@ -261,3 +262,32 @@ var jobStop = map[syscall.Signal]bool{unix.SIGTSTP: true, unix.SIGTTIN: true, un
 // a shell may be waiting on should stop itself. PID 1 never does: its own
 // namespace cannot stop it, and nothing waits on it as a job.
 func StopSelfAfter(s syscall.Signal) bool { return jobStop[s] && os.Getpid() != 1 }
+
+// onSignal acts on one signal: a cancel is an event for the state
+// machine; anything else goes to the runner alone.
+func (e *engine) onSignal(s syscall.Signal) {
+	if IsCancelling(s) {
+		if e.termSignal == 0 {
+			e.termSignal = s
+		}
+		e.cfg.Logf("received %s", unix.SignalName(s))
+		if e.phase == phaseTerminating {
+			e.cut = true
+		}
+		e.push(evCancel)
+		return
+	}
+	if e.jobs != nil && e.jobSignal(s) { // terminal mode (jobcontrol.go)
+		return
+	}
+	if !e.acct.runnerReaped {
+		// The runner is our unreaped child, so its pid cannot have been
+		// reused: a plain kill is exact.
+		if err := unix.Kill(e.acct.runner, s); err != nil && !errors.Is(err, unix.ESRCH) {
+			e.cfg.Logf("forward %s to runner: %v", unix.SignalName(s), err)
+		}
+	}
+	if StopSelfAfter(s) {
+		_ = unix.Kill(e.self, unix.SIGSTOP)
+	}
+}
