@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/corral-sh/corral/cmd/corral/internal/early"
+	"github.com/corral-sh/corral/internal/exitstatus"
 	"github.com/corral-sh/corral/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -17,10 +18,9 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
 
-const (
-	exitUsage = 2
-	exitSetup = 125
-)
+// exitUsage is exitstatus.Usage under the name the option parser's tests
+// know; new code uses exitstatus.Usage.
+const exitUsage = exitstatus.Usage
 
 func main() {
 	// corral re-executes itself for the roles that need a fresh process
@@ -34,7 +34,7 @@ func main() {
 	}
 	if err := warmPoller(); err != nil {
 		fmt.Fprintf(os.Stderr, "corral: %v\n", err)
-		os.Exit(exitSetup)
+		os.Exit(exitstatus.Setup)
 	}
 	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }
@@ -62,11 +62,11 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 	}
 	switch {
 	case err == errHelp:
-		fmt.Fprint(stdout, helpText)
+		fmt.Fprint(stdout, helpText())
 		return 0
 	case err != nil:
 		fmt.Fprintf(stderr, "usage: %v\nRun 'corral --help' for the options.\n", err)
-		return exitUsage
+		return exitstatus.Usage
 	}
 	opts.Stderr = stderr
 	if opts.Verbose {
@@ -83,7 +83,7 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		}
 		fmt.Fprintf(stderr, "corral: %v\n", err)
 		if status == 0 {
-			status = exitSetup
+			status = exitstatus.Setup
 		}
 	}
 	return status
