@@ -39,21 +39,9 @@ func main() {
 	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }
 
-// subcommands are the commands that do not run a runner (see also package
-// early, which must agree).
-var subcommands = map[string]bool{"version": true, "probe": true, "spec": true}
-
 func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "version":
-			fmt.Fprintf(stdout, "corral %s\n", version)
-			return 0
-		case "probe":
-			return runProbe(args[1:], stdout, stderr)
-		case "spec":
-			return runSpec(args[1:], stdout, stderr)
-		}
+	if len(args) > 0 && early.IsSubcommand(args[0]) {
+		return subcommand(args[0])(args[1:], stdout, stderr)
 	}
 	opts, notes, err := parseRunNoted(args, lookup)
 	if err != nil && early.Signals != nil {
@@ -87,6 +75,26 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		}
 	}
 	return status
+}
+
+// subcommand is the handler of each subcommand package early lists (the
+// one list of them); nil for any other name.
+func subcommand(name string) func(args []string, stdout, stderr io.Writer) int {
+	switch name {
+	case early.Version:
+		return runVersion
+	case early.Probe:
+		return runProbe
+	case early.Spec:
+		return runSpec
+	}
+	return nil
+}
+
+// runVersion prints the version; it takes no arguments and ignores any.
+func runVersion(_ []string, stdout, _ io.Writer) int {
+	fmt.Fprintf(stdout, "corral %s\n", version)
+	return 0
 }
 
 // warmPoller makes the Go runtime create its poller (an epoll and an
