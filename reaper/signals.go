@@ -213,12 +213,6 @@ func (s *Signals) Children() <-chan os.Signal { return s.children }
 // Incoming delivers every cancelling and forwarded signal.
 func (s *Signals) Incoming() <-chan os.Signal { return s.incoming }
 
-// Ignored reports whether sig was ignored when the process started, and
-// so is neither acted on nor forwarded.
-func (s *Signals) Ignored(sig syscall.Signal) bool {
-	return sig > 0 && int(sig) < len(s.ignored) && s.ignored[sig]
-}
-
 // Stop undoes the registration, for a library caller that shares its
 // process; a process that exits after the run does not bother.
 func (s *Signals) Stop() {

@@ -136,10 +136,6 @@ func (e *UnavailableError) Error() string {
 
 func (e *UnavailableError) Unwrap() error { return e.Errno }
 
-// Disabled tells "built in but switched off" (a boot parameter away) from
-// "not there".
-func (e *UnavailableError) Disabled() bool { return e.Errno == unix.EOPNOTSUPP }
-
 // ABIError means Landlock is there but too old for something asked of it.
 type ABIError struct {
 	What string // what was asked, e.g. "IPC isolation (signal and abstract Unix socket scopes)"

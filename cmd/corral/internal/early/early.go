@@ -29,17 +29,11 @@ const (
 	Spec    = "spec"
 )
 
-var subcommands = [...]string{Version, Probe, Spec}
-
-// Subcommands lists the subcommands (a copy).
-func Subcommands() []string { return append([]string(nil), subcommands[:]...) }
-
 // IsSubcommand reports whether name is a subcommand.
 func IsSubcommand(name string) bool {
-	for _, s := range subcommands {
-		if s == name {
-			return true
-		}
+	switch name {
+	case Version, Probe, Spec:
+		return true
 	}
 	return false
 }
