@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The signal table (SPEC.md: Signals).
+// The signal table (README.md, "Signals and teardown").
 //
 // Cancelling signals end the run: the first is recorded, sent to the
 // whole tree, and starts the teardown. SIGHUP is not one of them: it is
