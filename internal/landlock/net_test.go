@@ -296,3 +296,33 @@ func scenarioNetAndFS(c *child) {
 	c.ok("connect to the allowed port", tcpConnect(unix.AF_INET, allowed))
 	c.denied("connect to another port", tcpConnect(unix.AF_INET, other))
 }
+
+func init() { scenarios["net-tfo"] = scenarioNetTFO }
+
+// TCP Fast Open connects from sendto(2) without a connect(2) call: the
+// kernel's Landlock must refuse it all the same.
+func TestNetFastOpen(t *testing.T) {
+	requireLandlock(t, 4)
+	runChild(t, "net-tfo", map[string]string{"listen": strconv.Itoa(listener(t))}, nil)
+}
+
+func fastOpen(port int) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Sendto(fd, []byte("x"), unix.MSG_FASTOPEN, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}})
+}
+
+func scenarioNetTFO(c *child) {
+	listen := port(c, "listen")
+	if err := fastOpen(listen); err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EPIPE) {
+			c.missingFeature("TCP Fast Open for clients is off here (net.ipv4.tcp_fastopen): %v", err)
+		}
+		c.fatalf("sendto MSG_FASTOPEN before Restrict: %v", err)
+	}
+	restrict(c, Policy{Net: &NetPolicy{}})
+	c.denied("sendto MSG_FASTOPEN (a connect without connect(2))", fastOpen(listen))
+}
