@@ -22,6 +22,16 @@ type launcher struct {
 
 	// launchOnly rows are references for the launch workload alone.
 	launchOnly bool
+
+	// An option row is corral with one opt-in beside its plain row (base),
+	// in the launch workload only: what that option costs when used.
+	option     string   // its name in the tables, e.g. "--net none"
+	optionArgs []string // inserted before "--"
+	base       *launcher
+	// unsupported says why an option row was not measured: this corral
+	// build does not know the option (usage error, 2) or refuses it here
+	// (setup error, 125).
+	unsupported string
 }
 
 // opts are corral's options for one run; peers have none.
@@ -38,6 +48,7 @@ func (l *launcher) argv(o opts, runner []string) []string {
 	}
 	a := append([]string{l.path}, l.args...)
 	if l.corral != "" {
+		a = append(a, l.optionArgs...)
 		if o.grace != "" {
 			a = append(a, "--grace", o.grace)
 		}
@@ -98,11 +109,14 @@ func (b *bench) defineLaunchers() []*launcher {
 			ls = append(ls, &launcher{name: c.name + " pidns (uid 65534)", path: c.path, corral: "pidns", ns: true, uid: nobody, args: []string{"--mode", "pidns"}})
 		}
 	}
+	ls = append(ls, b.optionRows(ls)...)
 	for _, l := range ls {
 		if l.path != "" && !filepath.IsAbs(l.path) {
 			p, err := exec.LookPath(l.path)
 			if err != nil || slices.Contains(strings.Split(b.pretendMissing, ","), l.path) {
 				l.missing = "not installed"
+				b.problem("%s is not installed: install the package %q (Debian/Ubuntu: apt-get install %s), or run with -peers=false to measure corral alone",
+					l.path, peerPackages[l.path], peerPackages[l.path])
 				continue
 			}
 			l.path = p
@@ -112,6 +126,62 @@ func (b *bench) defineLaunchers() []*launcher {
 		}
 	}
 	return ls
+}
+
+// peerPackages name the Debian/Ubuntu package of each peer, for the
+// message that fails the benchmark when one is missing.
+var peerPackages = map[string]string{
+	"tini": "tini", "dumb-init": "dumb-init", "catatonit": "catatonit", "bwrap": "bubblewrap",
+	"unshare": "util-linux", "strace": "strace",
+}
+
+// launchOptions are the opt-ins the launch workload measures against the
+// plain run of each corral mode (issue 19: each opt-in costs only when
+// used). Paths under the benchmark's directory are filled in by
+// optionRows.
+var launchOptions = []struct {
+	key, name string
+	args      func(b *bench, l *launcher) []string
+}{
+	{"net-none", "--net none", func(*bench, *launcher) []string { return []string{"--net", "none"} }},
+	// A documentation address (RFC 5737): the run never connects to it.
+	{"allow-net", "--allow-net", func(*bench, *launcher) []string { return []string{"--allow-net", "192.0.2.1:443"} }},
+	{"writable", "--writable DIR", func(b *bench, _ *launcher) []string { return []string{"--writable", b.writableDir} }},
+	{"timeout", "--timeout 60", func(*bench, *launcher) []string { return []string{"--timeout", "60"} }},
+	{"state", "--state FILE", func(b *bench, l *launcher) []string {
+		name := strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(l.name)
+		return []string{"--state", filepath.Join(b.stateDir, "launch-"+name+".json")}
+	}},
+}
+
+// optionRows are one row per launch option and plain corral row.
+func (b *bench) optionRows(ls []*launcher) []*launcher {
+	var out []*launcher
+	for _, opt := range launchOptions {
+		if !b.wantOption(opt.key) {
+			continue
+		}
+		for _, l := range ls {
+			if !l.isCorral() || l.option != "" {
+				continue
+			}
+			r := *l
+			r.name = l.name + " " + opt.name
+			r.option, r.base, r.launchOnly = opt.name, l, true
+			r.optionArgs = opt.args(b, l)
+			out = append(out, &r)
+		}
+	}
+	return out
+}
+
+func (b *bench) wantOption(key string) bool {
+	for _, o := range strings.Split(b.options, ",") {
+		if strings.TrimSpace(o) == key {
+			return true
+		}
+	}
+	return false
 }
 
 // probe runs every launcher once with /bin/true; one that fails is shown
@@ -133,9 +203,23 @@ func (b *bench) probe() {
 		if err != nil {
 			reason = err.Error()
 		}
+		if l.option != "" && err == nil && info.status.Exited() && (info.status.ExitStatus() == 2 || info.status.ExitStatus() == 125) {
+			// Not yet in this build (a usage error), or refused in this
+			// mode or on this machine (a setup error): reported in the
+			// table, never measured, not a failure. Anything else an
+			// option does (a crash, another status) is.
+			l.unsupported = fmt.Sprintf("%s (status %d)", reason, info.status.ExitStatus())
+			l.missing = "unsupported: " + l.unsupported
+			continue
+		}
 		l.missing = fmt.Sprintf("unavailable: %s (status %v)", reason, describeStatus(info.status))
-		if l.isCorral() && (b.ci || !strings.Contains(reason, "namespace")) {
+		switch {
+		case l.isCorral() && (b.ci || !strings.Contains(reason, "namespace")):
 			b.problem("%s cannot run /bin/true: %s", l.name, l.missing)
+		case !l.isCorral() && l.path != "" && l.path != b.runner:
+			// A peer that is installed but cannot run here (bwrap without
+			// unprivileged user namespaces) leaves its ratio unmeasured.
+			b.problem("peer %s cannot run /bin/true here: %s", l.name, l.missing)
 		}
 	}
 }

@@ -9,11 +9,15 @@
 // launcher (launch only: the floor of any Go launcher); corral in subreaper
 // mode and pidns mode as root, and pidns mode as uid 65534; and, with
 // -variant NAME=PATH, other corral builds in the same modes, interleaved. A
-// peer that is not installed is printed as "not installed", never faked.
+// peer that is not installed fails the run before anything is measured,
+// naming its package; -peers=false measures corral alone.
 //
 // Workloads (see docs/bench.md):
 //
-//  1. launch: wall time of `X -- /bin/true`, and its ratio to /bin/true alone
+//  1. launch: wall time of `X -- /bin/true`, and its ratio to /bin/true alone;
+//     each opt-in (--net none, --allow-net, --writable, --timeout, --state)
+//     against the plain run of its mode; the system calls, threads and
+//     processes of each row under strace
 //  2. reap: a runner creating orphans (double fork, grandchild exits at once)
 //  3. teardown: a runner leaving detached helpers, which ignore SIGTERM
 //     (grace 0) or exit on it (grace 10 s): runner exit to launcher exit
@@ -80,23 +84,26 @@ var (
 
 // bench is one benchmark run: its binaries, directories and findings.
 type bench struct {
-	sz        sizes
-	smoke     bool
-	ci        bool
-	corral    string // copy of the corral binary, readable by uid 65534
-	runner    string // copy of the runner binary, readable by uid 65534
-	dir       string // 0755 scratch directory holding both
-	stateDir  string // 0777: state files of every uid
-	session   string // prefix of every marker of this run
-	reaper    *reaper
-	env       []string
-	launchers []*launcher
-	problems  []string // what is broken: makes bench-smoke fail
-	notes     []string // what a target missed or a peer did
-	results   map[string]float64
-	out       io.Writer
-	modes     string // corral modes to measure; "" all
-	peers     bool   // measure the peers too
+	sz       sizes
+	smoke    bool
+	ci       bool
+	corral   string // copy of the corral binary, readable by uid 65534
+	runner   string // copy of the runner binary, readable by uid 65534
+	dir      string // 0755 scratch directory holding both
+	stateDir string // 0777: state files of every uid
+	// writableDir is --writable's directory in the launch workload (0777).
+	writableDir string
+	options     string // launch options to measure beside plain (launchOptions keys)
+	session     string // prefix of every marker of this run
+	reaper      *reaper
+	env         []string
+	launchers   []*launcher
+	problems    []string // what is broken: makes bench-smoke fail
+	notes       []string // what a target missed or a peer did
+	results     map[string]float64
+	out         io.Writer
+	modes       string // corral modes to measure; "" all
+	peers       bool   // measure the peers too
 
 	pretendMissing string // peers to treat as not installed
 }
@@ -129,12 +136,13 @@ func main() {
 		runs       = flag.Int("runs", 0, "override the runs of the reap and teardown workloads")
 		modes      = flag.String("modes", "", "comma-separated corral modes to measure: subreaper,pidns,pidns-rootless (default all)")
 		peers      = flag.Bool("peers", true, "measure the peers (tini, dumb-init, catatonit, bwrap, unshare) beside corral")
-		missing    = flag.String("pretend-missing", "", "comma-separated peers to treat as not installed (tests that path)")
+		missing    = flag.String("pretend-missing", "", "comma-separated peers to treat as not installed (tests that the benchmark then fails)")
+		options    = flag.String("options", "net-none,allow-net,writable,timeout,state", "comma-separated corral options whose launch cost is measured beside the plain run: net-none,allow-net,writable,timeout,state (\"\" for none)")
 	)
 	flag.Var(&variants, "variant", "NAME=PATH: also measure another corral binary (e.g. a patched build), in the same modes, interleaved with the rest; repeatable")
 	flag.Parse()
 	b := &bench{sz: fullSizes, smoke: *smoke, ci: os.Getenv("CI") == "true", out: os.Stdout, results: map[string]float64{},
-		modes: *modes, peers: *peers, pretendMissing: *missing}
+		modes: *modes, peers: *peers, pretendMissing: *missing, options: *options}
 	if *smoke {
 		b.sz = smokeSizes
 	}
@@ -184,6 +192,14 @@ func (b *bench) main(corralPath, runnerPath, only, cpuprofile string) int {
 		return false
 	}
 	b.header()
+	if want("launch") {
+		b.needTool("strace") // the system-call count (syscalls.go)
+	}
+	if len(b.problems) > 0 {
+		// A peer the ratios need is missing: say so before spending
+		// minutes on numbers that could not be compared.
+		return b.failed()
+	}
 	b.probe()
 	type workload struct {
 		name string
@@ -191,7 +207,7 @@ func (b *bench) main(corralPath, runnerPath, only, cpuprofile string) int {
 	}
 	var idle idleResult
 	for _, w := range []workload{
-		{"launch", b.launch},
+		{"launch", func() { b.launch(); b.syscalls() }},
 		{"reap", b.reap},
 		{"teardown", b.teardown},
 		{"idle", func() { idle = b.idle() }},
@@ -212,13 +228,25 @@ func (b *bench) main(corralPath, runnerPath, only, cpuprofile string) int {
 	b.targets()
 	fmt.Fprintf(b.out, "\n_Total benchmark time: %.0f s._\n", time.Since(start).Seconds())
 	if len(b.problems) > 0 {
-		fmt.Fprintln(os.Stderr, "\nbench: FAILED:")
-		for _, p := range b.problems {
-			fmt.Fprintln(os.Stderr, "  -", p)
-		}
-		return 1
+		return b.failed()
 	}
 	return 0
+}
+
+func (b *bench) failed() int {
+	fmt.Fprintln(os.Stderr, "\nbench: FAILED:")
+	for _, p := range b.problems {
+		fmt.Fprintln(os.Stderr, "  -", p)
+	}
+	return 1
+}
+
+// needTool fails the benchmark, naming the package, when a tool it runs
+// is missing.
+func (b *bench) needTool(name string) {
+	if _, err := exec.LookPath(name); err != nil || slices.Contains(strings.Split(b.pretendMissing, ","), name) {
+		b.problem("%s is not installed: install the package %q (Debian/Ubuntu: apt-get install %s)", name, peerPackages[name], peerPackages[name])
+	}
 }
 
 func (b *bench) problem(format string, a ...any) {
@@ -237,6 +265,7 @@ func (b *bench) setup(corralPath, runnerPath string) error {
 	}
 	b.dir = dir
 	b.stateDir = filepath.Join(dir, "state")
+	b.writableDir = filepath.Join(dir, "writable")
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return err
 	}
@@ -244,6 +273,12 @@ func (b *bench) setup(corralPath, runnerPath string) error {
 		return err
 	}
 	if err := os.Chmod(b.stateDir, 0o777); err != nil {
+		return err
+	}
+	if err := os.Mkdir(b.writableDir, 0o777); err != nil {
+		return err
+	}
+	if err := os.Chmod(b.writableDir, 0o777); err != nil {
 		return err
 	}
 	b.corral = filepath.Join(dir, "corral")
@@ -327,6 +362,7 @@ func (b *bench) header() {
 	}
 	for _, t := range []struct{ name, arg string }{
 		{"tini", "--version"}, {"dumb-init", "--version"}, {"catatonit", "--version"}, {"bwrap", "--version"}, {"unshare", "--version"},
+		{"strace", "-V"},
 	} {
 		path, err := exec.LookPath(t.name)
 		v := "not installed"
