@@ -494,11 +494,13 @@ func (pe *engine) createUser(t *testing.T) {
 }
 
 func (pe *engine) removeUser(t *testing.T) {
-	// Every process of this uid was started by the test through podman
-	// (the user did not exist before it).
+	// Every process of this uid, or of its subordinate uids, was started
+	// by the test through podman (the user did not exist before it).
+	ours := subordinateUIDs(pe.user)
+	ours = append(ours, [2]int{pe.uid, 1})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		left := procsOfUID(pe.uid)
+		left := procsOfUIDs(ours)
 		if len(left) == 0 {
 			break
 		}
@@ -511,7 +513,7 @@ func (pe *engine) removeUser(t *testing.T) {
 			if err != nil {
 				continue
 			}
-			if uidOf(p.pid) == pe.uid {
+			if inRanges(uidOf(p.pid), ours) {
 				unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 			}
 			unix.Close(fd)
@@ -548,13 +550,40 @@ func uidOf(pid int) int {
 	return -1
 }
 
-// procsOfUID lists the live processes whose real uid is uid.
-func procsOfUID(uid int) []procInfo {
+// subordinateUIDs returns user's ranges in /etc/subuid, as (start, count).
+func subordinateUIDs(user string) [][2]int {
+	data, _ := os.ReadFile("/etc/subuid")
+	var out [][2]int
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) != 3 || f[0] != user {
+			continue
+		}
+		start, err1 := strconv.Atoi(f[1])
+		count, err2 := strconv.Atoi(f[2])
+		if err1 == nil && err2 == nil {
+			out = append(out, [2]int{start, count})
+		}
+	}
+	return out
+}
+
+func inRanges(uid int, ranges [][2]int) bool {
+	for _, r := range ranges {
+		if uid >= r[0] && uid < r[0]+r[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// procsOfUIDs lists the live processes whose real uid is in ranges.
+func procsOfUIDs(ranges [][2]int) []procInfo {
 	entries, _ := os.ReadDir("/proc")
 	var out []procInfo
 	for _, ent := range entries {
 		pid, err := strconv.Atoi(ent.Name())
-		if err != nil || uidOf(pid) != uid {
+		if err != nil || !inRanges(uidOf(pid), ranges) {
 			continue
 		}
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
@@ -583,6 +612,7 @@ var podmanCases = []struct {
 	{"helpers-gone-init", func(t *testing.T, pe *engine) { testPodmanHelpersGone(t, pe, true) }},
 	{"stop-143", testPodmanStop143},
 	{"stop-grace-137", testPodmanStopGrace137},
+	{"verbose-lines-issue20-p4", testPodmanVerboseLines},
 	{"stop-dockerfile-grace", testPodmanStopDockerfileGrace},
 	{"hup-forwarded", testPodmanHUP},
 	{"pidns-refused", testPodmanPidnsRefused},
@@ -725,8 +755,8 @@ func testPodmanHelpersGone(t *testing.T, pe *engine, init bool) {
 // dies of it makes the container exit 143, without podman's SIGKILL.
 func testPodmanStop143(t *testing.T, pe *engine) {
 	name := pe.detached(t, "stop143", []string{"--entrypoint", imageCorral}, "-v", "--",
-		"/bin/sh", "-c", "echo ready; while :; do sleep 0.1; done")
-	pe.waitLog(t, name, "ready")
+		"/bin/sh", "-c", "echo runner-ready; while :; do sleep 0.1; done")
+	pe.waitLog(t, name, "runner-ready")
 	if code := pe.stop(t, name); code != 143 {
 		t.Errorf("want 143 (the runner died of SIGTERM), got %d:\n%s", code, pe.logs(t, name))
 	}
@@ -736,8 +766,8 @@ func testPodmanStop143(t *testing.T, pe *engine) {
 // 137, with podman's stop timeout far above, so podman never kills.
 func testPodmanStopGrace137(t *testing.T, pe *engine) {
 	name := pe.detached(t, "grace137", []string{"--entrypoint", imageCorral}, "-v", "--grace", "2", "--",
-		"/bin/sh", "-c", `trap "" TERM; echo ready; while :; do sleep 0.1; done`)
-	pe.waitLog(t, name, "ready")
+		"/bin/sh", "-c", `trap "" TERM; echo runner-ready; while :; do sleep 0.1; done`)
+	pe.waitLog(t, name, "runner-ready")
 	code := pe.stop(t, name)
 	logs := pe.logs(t, name)
 	if code != 137 {
@@ -746,17 +776,36 @@ func testPodmanStopGrace137(t *testing.T, pe *engine) {
 	if !strings.Contains(logs, "grace over: SIGKILL") {
 		t.Errorf("-v does not show corral's own escalation:\n%s", logs)
 	}
-	// Issue 20 point 4: one summary line for the processes that joined
-	// the tree during the grace (each `sleep 0.1` is one), not one per
-	// fork; and the cgroup line once.
-	t.Run("verbose-lines-issue20-p4", func(t *testing.T) {
-		if n := strings.Count(logs, "that joined the tree"); n > 1 {
-			t.Errorf("-v prints %d lines for processes that joined the tree, want one summary:\n%s", n, logs)
-		}
-		if n := strings.Count(logs, "corral: cgroup:"); n > 1 {
-			t.Errorf("-v prints the cgroup line %d times:\n%s", n, logs)
-		}
-	})
+}
+
+// Issue 20 point 4: -v prints one summary line for the processes that
+// joined the tree during the grace (each `sleep 0.1` of a runner ignoring
+// SIGTERM is one), not one per fork; the cgroup line once after auto's
+// fallback; and in pidns with a user namespace the mode before the
+// runner's pid.
+func testPodmanVerboseLines(t *testing.T, pe *engine) {
+	res := pe.corral(t, "vlines", nil, "-v", "--grace", "1", "--", "/bin/sh", "-c",
+		`trap "" TERM; (sleep 0.3; kill -TERM 1) & while :; do sleep 0.1; done`)
+	if res.code != 137 {
+		t.Fatalf("want 137: %v", res)
+	}
+	if n := strings.Count(res.stderr, "that joined the tree"); n > 1 {
+		t.Errorf("-v prints %d lines for processes that joined the tree, want one summary:\n%s", n, res.stderr)
+	}
+	if n := strings.Count(res.stderr, "corral: cgroup:"); n > 1 {
+		t.Errorf("-v prints the cgroup line %d times:\n%s", n, res.stderr)
+	}
+	pidns := pe.corral(t, "vorder", []string{"--security-opt", "unmask=ALL"}, "-v", "--", "/bin/true")
+	wantModeBeforePid(t, pidns.stderr)
+}
+
+// wantModeBeforePid checks that -v names pidns before the runner's pid.
+func wantModeBeforePid(t *testing.T, stderr string) {
+	t.Helper()
+	mode, started := strings.Index(stderr, "mode pidns"), strings.Index(stderr, "runner started as pid")
+	if mode < 0 || started < 0 || started < mode {
+		t.Errorf("-v does not say mode pidns before the runner's pid: %q", stderr)
+	}
 }
 
 // The image's ENTRYPOINT (deploy/Dockerfile's) with podman's default stop
@@ -767,9 +816,9 @@ func testPodmanStopDockerfileGrace(t *testing.T, pe *engine) {
 	state := pe.hostDir(t, "dfgrace")
 	name := pe.detached(t, "dfgrace", []string{"--env", "CORRAL_VERBOSE=1", "--env", "CORRAL_STATE_PATH=/out/state.json",
 		"--volume", state + ":/out"},
-		"/bin/sh", "-c", `trap "" TERM; echo ready; while :; do sleep 0.1; done`)
+		"/bin/sh", "-c", `trap "" TERM; echo runner-ready; while :; do sleep 0.1; done`)
 	timeout := strings.TrimSpace(pe.must(t, "inspect", "--format", "{{.Config.StopTimeout}}", name))
-	pe.waitLog(t, name, "ready")
+	pe.waitLog(t, name, "runner-ready")
 	if code := pe.stop(t, name, "--time", timeout); code != 137 {
 		t.Errorf("want 137 from corral's own SIGKILL within podman's stop timeout %s s, got %d:\n%s", timeout, code, pe.logs(t, name))
 	}
@@ -851,13 +900,6 @@ func testPodmanPidns(t *testing.T, pe *engine, flags ...string) {
 	if !strings.Contains(res.stdout, "procsys=refused") {
 		t.Errorf("the runner could write /proc/sys: %q", res.stdout)
 	}
-	// Issue 20 point 4: in pidns, -v names the mode before the runner's pid.
-	t.Run("verbose-order-issue20-p4", func(t *testing.T) {
-		mode, started := strings.Index(res.stderr, "mode pidns"), strings.Index(res.stderr, "runner started as pid")
-		if mode < 0 || started < 0 || started < mode {
-			t.Errorf("-v says the runner's pid before the mode: %q", res.stderr)
-		}
-	})
 }
 
 // listenersScript is the entrypoint for the network cases: two one-line
@@ -1039,15 +1081,24 @@ func testPodmanKubePlay(t *testing.T, pe *engine) {
 	if stateVolume != "" && pe.podman(t, "volume", "exists", stateVolume).code == 0 {
 		t.Fatalf("volume %s already exists in the %s storage: kube down would remove it", stateVolume, pe.name)
 	}
-	imagesBefore := strings.Fields(pe.must(t, "images", "--quiet", "--no-trunc"))
+	// kube play builds podman's pause image for the pod's infra container
+	// when the storage has none: the test removes it only if it made it.
+	pauseImages := func() []string {
+		var out []string
+		for _, ref := range strings.Fields(pe.must(t, "images", "--format", "{{.Repository}}:{{.Tag}}")) {
+			if strings.HasPrefix(ref, "localhost/podman-pause:") {
+				out = append(out, ref)
+			}
+		}
+		return out
+	}
+	pauseBefore := pauseImages()
 	volumesBefore := strings.Fields(pe.must(t, "volume", "ls", "--quiet"))
 	t.Cleanup(func() {
-		// Whatever kube play created: the image name, and the pause
-		// image podman built for the pod's infra container.
 		pe.podman(t, "rmi", c.Image)
-		for _, id := range strings.Fields(pe.podman(t, "images", "--quiet", "--no-trunc").stdout) {
-			if !slices.Contains(imagesBefore, id) {
-				pe.podman(t, "rmi", "--force", id)
+		for _, ref := range pauseImages() {
+			if !slices.Contains(pauseBefore, ref) {
+				pe.podman(t, "rmi", ref)
 			}
 		}
 	})
@@ -1139,7 +1190,8 @@ func testPodmanKubePlay(t *testing.T, pe *engine) {
 		t.Errorf("kube down left the pod's containers: %q", left)
 	}
 	for _, v := range strings.Fields(pe.must(t, "volume", "ls", "--quiet")) {
-		if !slices.Contains(volumesBefore, v) {
+		// Other cases of this test make volumes of their own meanwhile.
+		if !slices.Contains(volumesBefore, v) && !strings.HasPrefix(v, "corral-et-") {
 			t.Errorf("kube down left volume %s", v)
 		}
 	}
@@ -1201,12 +1253,14 @@ func TestBubblewrapNesting(t *testing.T) {
 		doc := readState(t, state)
 		wantState(t, doc, map[string]any{"phase": "exited", "runner_exit_code": 7, "escalated": true})
 		e.assertGone()
-		t.Run("verbose-order-issue20-p4", func(t *testing.T) {
-			mode, started := strings.Index(res.stderr, "mode pidns"), strings.Index(res.stderr, "runner started as pid")
-			if mode < 0 || started < 0 || started < mode {
-				t.Errorf("-v says the runner's pid before the mode: %q", res.stderr)
-			}
-		})
+	})
+	// Issue 20 point 4: -v names the mode before the runner's pid.
+	t.Run("verbose-order-issue20-p4", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, bwrapMode)
+		res := e.bwrap(t, append(e.bwrapRight(), corralBin, "-v", "--", "/bin/true")...)
+		wantCode(t, res, 0)
+		wantModeBeforePid(t, res.stderr)
 	})
 	// Issue 20 point 1: bwrap's init is a live PID-1 parent.
 	t.Run("die-with-parent-issue20-p1", func(t *testing.T) {
