@@ -1018,7 +1018,7 @@ func testPodmanStateOnVolume(t *testing.T, pe *engine) {
 // Issue 20 point 1: under `podman run --init` corral's parent is catatonit,
 // a live PID 1: --die-with-parent watches it and the runner runs normally.
 func testPodmanDieWithParentInit(t *testing.T, pe *engine) {
-	res := pe.corral(t, "dwp", []string{"--init"}, "-v", "--die-with-parent", "--", "/bin/sh", "-c", "echo hi; exit 5")
+	res := pe.corral(t, "dwp", []string{"--init"}, "-v", "--die-with-parent", "--", "/bin/sh", "-c", "sleep 1; echo hi; exit 5")
 	if res.code != 5 || !strings.Contains(res.stdout, "hi") {
 		t.Errorf("want the runner to run and exit 5: %v", res)
 	}
@@ -1262,11 +1262,13 @@ func TestBubblewrapNesting(t *testing.T) {
 		wantCode(t, res, 0)
 		wantModeBeforePid(t, res.stderr)
 	})
-	// Issue 20 point 1: bwrap's init is a live PID-1 parent.
+	// Issue 20 point 1: bwrap's init is a live PID-1 parent. The runner
+	// outlasts corral's first look at its parent, which a runner that
+	// exits at once may win.
 	t.Run("die-with-parent-issue20-p1", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, bwrapMode)
-		res := e.bwrap(t, append(e.bwrapRight(), corralBin, "-v", "--die-with-parent", "--", "/bin/sh", "-c", "echo hi; exit 7")...)
+		res := e.bwrap(t, append(e.bwrapRight(), corralBin, "-v", "--die-with-parent", "--", "/bin/sh", "-c", "sleep 1; echo hi; exit 7")...)
 		wantCode(t, res, 7)
 		if !strings.Contains(res.stdout, "hi") {
 			t.Errorf("the runner did not run: %v", res)
