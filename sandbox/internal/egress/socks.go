@@ -28,14 +28,14 @@ const (
 	socksAtypDomain = 3
 	socksAtypIPv6   = 4
 
-	socksSucceeded          = 0
-	socksGeneralFailure     = 1
-	socksNotAllowed         = 2 // "connection not allowed by ruleset"
-	socksNetUnreachable     = 3
-	socksHostUnreachable    = 4
-	socksConnRefused        = 5
-	socksCmdNotSupported    = 7
-	socksAtypNotSupported   = 8
+	socksSucceeded        = 0
+	socksGeneralFailure   = 1
+	socksNotAllowed       = 2 // "connection not allowed by ruleset"
+	socksNetUnreachable   = 3
+	socksHostUnreachable  = 4
+	socksConnRefused      = 5
+	socksCmdNotSupported  = 7
+	socksAtypNotSupported = 8
 )
 
 // socksReply answers a request with code; the bound address is always
