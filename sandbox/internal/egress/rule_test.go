@@ -218,7 +218,7 @@ func TestPolicyNames(t *testing.T) {
 		{"any.example", 1, true, ""},
 		{"any.example", 65535, true, ""},
 		{"bad.dev.test", 443, false, "resolves to loopback 127.0.0.1 (SSRF guard)"},
-		{"pinned.example", 443, false, "no rule allows this host"}, // an address rule never admits a name
+		{"pinned.example", 443, false, "no rule allows this host"},       // an address rule never admits a name
 		{"192.0.2.10", 443, false, "IP address not covered by any rule"}, // a name rule never admits an address
 		{"bad name", 443, false, "not a valid host name"},
 		{"", 443, false, "not a valid host name"},
