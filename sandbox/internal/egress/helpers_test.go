@@ -251,3 +251,5 @@ func waitFlat(t testing.TB, fdBase int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func runtimeGC() { runtime.GC() }

@@ -114,7 +114,7 @@ func NewProxy(cfg Config) *Proxy {
 // socket): accepted connections stay in that namespace, while the proxy
 // resolves and dials from its own.
 func (p *Proxy) Serve(l net.Listener) {
-	p.start(l, p.serveProxyConn)
+	p.start(l, p.serveProxyConn, p.refuseOverCap)
 }
 
 // DialFunc connects a forwarded connection to its other end.
@@ -130,7 +130,7 @@ func (p *Proxy) Forward(l net.Listener, dial DialFunc) {
 	var warnOnce sync.Once
 	p.start(l, func(c net.Conn) {
 		p.serveForward(c, dial, &warnOnce)
-	})
+	}, nil)
 }
 
 // Close closes every listener and every connection of the Proxy, both
@@ -169,8 +169,10 @@ func (p *Proxy) Close() error {
 	return err
 }
 
-// start registers l and runs its accept loop in a goroutine.
-func (p *Proxy) start(l net.Listener, handle func(net.Conn)) {
+// start registers l and runs its accept loop in a goroutine. handle serves
+// a connection within the cap; refuse, when not nil, tells one over the cap
+// why it is refused (nil: it is just closed).
+func (p *Proxy) start(l net.Listener, handle, refuse func(net.Conn)) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -180,10 +182,10 @@ func (p *Proxy) start(l net.Listener, handle func(net.Conn)) {
 	p.listeners[l] = struct{}{}
 	p.wg.Add(1)
 	p.mu.Unlock()
-	go p.acceptLoop(l, handle)
+	go p.acceptLoop(l, handle, refuse)
 }
 
-func (p *Proxy) acceptLoop(l net.Listener, handle func(net.Conn)) {
+func (p *Proxy) acceptLoop(l net.Listener, handle, refuse func(net.Conn)) {
 	defer p.wg.Done()
 	var backoff time.Duration
 	for {
@@ -210,7 +212,7 @@ func (p *Proxy) acceptLoop(l net.Listener, handle func(net.Conn)) {
 			continue
 		}
 		backoff = 0
-		p.admit(c, handle)
+		p.admit(c, handle, refuse)
 	}
 }
 
@@ -225,9 +227,9 @@ func transientAcceptError(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// admit starts handle for c within the cap, or tells c it is over the cap,
-// or, past twice the cap, closes it at once.
-func (p *Proxy) admit(c net.Conn, handle func(net.Conn)) {
+// admit starts handle for c within the cap, or has refuse tell c it is
+// over the cap, or, past twice the cap or without refuse, closes it at once.
+func (p *Proxy) admit(c net.Conn, handle, refuse func(net.Conn)) {
 	p.mu.Lock()
 	switch {
 	case p.closed:
@@ -248,7 +250,7 @@ func (p *Proxy) admit(c net.Conn, handle func(net.Conn)) {
 	}
 	warn := !p.capWarned
 	p.capWarned = true
-	if p.refusing >= p.cfg.MaxConns {
+	if refuse == nil || p.refusing >= p.cfg.MaxConns {
 		p.mu.Unlock()
 		c.Close()
 	} else {
@@ -259,7 +261,7 @@ func (p *Proxy) admit(c net.Conn, handle func(net.Conn)) {
 		go func() {
 			defer p.wg.Done()
 			defer p.release(c, false)
-			p.refuseOverCap(c)
+			refuse(c)
 		}()
 	}
 	if warn {
