@@ -143,9 +143,6 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, hl *headerLimit, overCap
 	if err != nil {
 		reason := dialErrorReason(err)
 		at.address = addr.String()
-		if !addr.IsValid() {
-			at.address = d.Addrs[len(d.Addrs)-1].String()
-		}
 		at.log("allow", reason)
 		status, ps := http.StatusBadGateway, psUnavailable
 		switch {

@@ -512,3 +512,39 @@ func runtimeGCWait(t testing.TB) {
 		runtimeGC()
 	}
 }
+
+// A forward over the cap is closed at once, with the cap's stderr line.
+func TestForwardCap(t *testing.T) {
+	srv := startServer(t, "tcp", "127.0.0.1:0", echo)
+	tp := startProxy(t, Config{MaxConns: 1})
+	fl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.Forward(fl, func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", srv.l.Addr().String())
+	})
+	held, err := net.Dial("tcp", fl.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	held.SetDeadline(time.Now().Add(hangLimit))
+	io.WriteString(held, "x")
+	if _, err := io.ReadFull(held, make([]byte, 1)); err != nil {
+		t.Fatal(err) // the first one is through: the slot is taken
+	}
+	c, err := net.Dial("tcp", fl.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(hangLimit))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("over the cap: %v; want EOF at once", err)
+	}
+	if got := tp.stderr.lines(); len(got) != 1 || !strings.Contains(got[0], "beyond 1 at once") {
+		t.Errorf("stderr %q", got)
+	}
+}

@@ -397,13 +397,16 @@ func displayHost(host string) string {
 }
 
 // dial connects to one of addrs (already checked) at port, in order, within
-// DialTimeout, and registers the connection with the Proxy.
+// DialTimeout, and registers the connection with the Proxy. It returns the
+// address connected to, or on failure the last one tried.
 func (p *Proxy) dial(addrs []netip.Addr, port uint16) (net.Conn, netip.Addr, error) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
 	defer cancel()
 	var d net.Dialer
-	var lastErr error
+	var last netip.Addr
+	lastErr := errors.New("no address to connect to")
 	for _, a := range addrs {
+		last = a
 		c, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(a, port).String())
 		if err == nil {
 			if !p.track(c) {
@@ -416,7 +419,7 @@ func (p *Proxy) dial(addrs []netip.Addr, port uint16) (net.Conn, netip.Addr, err
 			break
 		}
 	}
-	return nil, netip.Addr{}, lastErr
+	return nil, last, lastErr
 }
 
 // dialErrorReason says why a dial failed, without the addresses Go's error

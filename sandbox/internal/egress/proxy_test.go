@@ -23,7 +23,9 @@ func proxyClient(t testing.TB, proxyAddr string, tlsConf *tls.Config) *http.Clie
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &http.Transport{Proxy: http.ProxyURL(u), TLSClientConfig: tlsConf, DisableKeepAlives: true}
+	// Keep-alive on, as clients have it: the proxy's Connection: close
+	// must not trip them up.
+	tr := &http.Transport{Proxy: http.ProxyURL(u), TLSClientConfig: tlsConf}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr, Timeout: hangLimit}
 }
@@ -45,6 +47,14 @@ func TestHTTPAbsoluteURI(t *testing.T) {
 	tp := startProxy(t, Config{}, "127.0.0.0/8:*")
 	client := proxyClient(t, tp.addr, nil)
 
+	for range 3 {
+		resp, err := client.Get(srv.URL + "/again")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
 	req, _ := http.NewRequest("POST", srv.URL+"/some/path?q=1", strings.NewReader("the body"))
 	req.Header.Set("Proxy-Authorization", "Basic c2VjcmV0")
 	req.Header.Set("Connection", "X-Hop")

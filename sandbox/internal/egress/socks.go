@@ -78,7 +78,7 @@ func (p *Proxy) serveSOCKS(c net.Conn, br *bufio.Reader, overCap bool) {
 	}
 	up, addr, err := p.dial(d.Addrs, port)
 	if err != nil {
-		at.address = d.Addrs[len(d.Addrs)-1].String()
+		at.address = addr.String()
 		at.log("allow", dialErrorReason(err))
 		socksReply(c, socksDialCode(err))
 		lingerClose(c)
