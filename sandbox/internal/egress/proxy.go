@@ -250,23 +250,27 @@ func (p *Proxy) admit(c net.Conn, handle, refuse func(net.Conn)) {
 	}
 	warn := !p.capWarned
 	p.capWarned = true
-	if refuse == nil || p.refusing >= p.cfg.MaxConns {
-		p.mu.Unlock()
-		c.Close()
-	} else {
+	tell := refuse != nil && p.refusing < p.cfg.MaxConns
+	if tell {
 		p.refusing++
 		p.conns[c] = struct{}{}
 		p.wg.Add(1)
-		p.mu.Unlock()
-		go func() {
-			defer p.wg.Done()
-			defer p.release(c, false)
-			refuse(c)
-		}()
 	}
+	p.mu.Unlock()
+	// The line comes first, so it is there by the time the client sees
+	// the refusal.
 	if warn {
 		p.warnf("corral: network: refusing connections beyond %d at once (the limit); they get an error until some close\n", p.cfg.MaxConns)
 	}
+	if !tell {
+		c.Close()
+		return
+	}
+	go func() {
+		defer p.wg.Done()
+		defer p.release(c, false)
+		refuse(c)
+	}()
 }
 
 // release closes a connection accepted by admit and gives back its slot.
