@@ -1,0 +1,152 @@
+package egress
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// logTimeLayout is RFC 3339 in UTC with a fixed six-digit fraction, the
+// state file's layout, so every line's time has the same width.
+const logTimeLayout = "2006-01-02T15:04:05.000000Z"
+
+// Log is the connection log (--net-log): one JSON object per line per
+// proxied connection. Safe for concurrent use. A nil *Log accepts every call
+// and writes nothing.
+//
+// The log is observability, never control: a failed write is reported once
+// on the warning stream for the whole run and never changes what the proxy
+// does.
+type Log struct {
+	mu     sync.Mutex
+	f      *os.File
+	path   string
+	warned bool
+}
+
+// OpenLog opens path for appending, creating it with mode 0600. It refuses
+// a symlink at path (O_NOFOLLOW) and anything but a regular file, so a runner
+// that can write to the folder cannot redirect the log or block corral on a
+// FIFO.
+//
+// Call it once at start, before the runner exists: the file stays open for
+// the whole run and is never opened by name again, so later changes to the
+// folder cannot redirect the writes. (The state file holds a directory handle
+// because it renames a fresh file on every write; the log only appends to
+// the one file it opened.)
+func OpenLog(path string) (*Log, error) {
+	if path == "" {
+		return nil, fmt.Errorf("--net-log: empty path")
+	}
+	const flags = unix.O_WRONLY | unix.O_APPEND | unix.O_NOFOLLOW | unix.O_CLOEXEC | unix.O_NONBLOCK
+	created := true
+	fd, err := openRetry(path, flags|unix.O_CREAT|unix.O_EXCL)
+	if err == unix.EEXIST {
+		created = false
+		fd, err = openRetry(path, flags)
+	}
+	if err != nil {
+		if err == unix.ELOOP {
+			return nil, fmt.Errorf("--net-log %s: is a symbolic link; corral does not follow one there, give the real path", path)
+		}
+		return nil, fmt.Errorf("--net-log %s: %w", path, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("--net-log %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, fmt.Errorf("--net-log %s: not a regular file", path)
+	}
+	if created {
+		// The umask applies to open's mode; fchmod does not consult it.
+		if err := unix.Fchmod(fd, 0o600); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("--net-log %s: %w", path, err)
+		}
+	}
+	// O_NONBLOCK only guarded the open against a FIFO; a regular file
+	// ignores it, but clear it so the descriptor is plain.
+	if err := unix.SetNonblock(fd, false); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("--net-log %s: %w", path, err)
+	}
+	return &Log{f: os.NewFile(uintptr(fd), path), path: path}, nil
+}
+
+func openRetry(path string, flags int) (int, error) {
+	for {
+		fd, err := unix.Open(path, flags, 0o600)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
+// Close closes the file. Later writes are dropped silently.
+func (l *Log) Close() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
+
+// Entry is one line of the connection log. The field names and order are
+// part of the contract.
+type Entry struct {
+	Time      string `json:"time"`
+	Host      string `json:"host"`
+	Port      uint16 `json:"port"`
+	Address   string `json:"address"`
+	Decision  string `json:"decision"`
+	Reason    string `json:"reason"`
+	BytesUp   int64  `json:"bytes_up"`
+	BytesDown int64  `json:"bytes_down"`
+}
+
+// write appends e as one line with one write(2): O_APPEND keeps concurrent
+// lines whole. A failure is reported on warn once per Log.
+func (l *Log) write(e *Entry, warn io.Writer) {
+	if l == nil {
+		return
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		return // cannot happen: strings and integers only
+	}
+	data = append(data, '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return
+	}
+	if _, err := l.f.Write(data); err != nil && !l.warned {
+		l.warned = true
+		if warn != nil {
+			fmt.Fprintf(warn, "corral: network: cannot write --net-log %s (no more warnings): %v\n", l.path, unwrapPath(err))
+		}
+	}
+}
+
+func unwrapPath(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
+
+func logTime(t time.Time) string { return t.UTC().Format(logTimeLayout) }

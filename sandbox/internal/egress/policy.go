@@ -1,0 +1,198 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+)
+
+// Resolver looks up the addresses of a name. *net.Resolver satisfies it;
+// tests give a fixed table.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Policy decides which destinations a connection may reach. It is immutable
+// and safe for concurrent use.
+type Policy struct {
+	rules    []Rule
+	resolver Resolver
+}
+
+// NewPolicy returns a Policy over rules that resolves names with res (nil:
+// the host's resolver, net.DefaultResolver).
+func NewPolicy(rules []Rule, res Resolver) *Policy {
+	if res == nil {
+		res = net.DefaultResolver
+	}
+	return &Policy{rules: append([]Rule(nil), rules...), resolver: res}
+}
+
+// Decision is the outcome of Policy.Decide.
+type Decision struct {
+	// Allowed: the connection may be made, to one of Addrs.
+	Allowed bool
+	// Addrs are the checked addresses, in the resolver's order; the
+	// connection must go to one of these and nowhere else. Empty when
+	// refused before resolving.
+	Addrs []netip.Addr
+	// Reason is short and human: why refused, or which rule allowed.
+	Reason string
+	// Failed is set when the policy admits the name but it could not be
+	// resolved: not a refusal, a failure (Allowed is false too).
+	Failed bool
+}
+
+// Decide checks host (a DNS name or an IP literal, as a client sent it) and
+// port against the rules. A name is resolved once, here; every address it
+// resolves to is checked and returned, so the caller dials exactly what was
+// checked and never resolves again (DNS rebinding).
+func (p *Policy) Decide(ctx context.Context, host string, port uint16) Decision {
+	if port == 0 {
+		return Decision{Reason: "port 0 is not a destination"}
+	}
+	if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")); err == nil {
+		return p.decideAddr(a, port)
+	}
+	name, err := normalizeName(host)
+	if err != nil {
+		return Decision{Reason: "not a valid host name"}
+	}
+	var rule *Rule
+	portRefused := false
+	for i := range p.rules {
+		r := &p.rules[i]
+		if !r.matchesName(name) {
+			continue
+		}
+		if r.allowsPort(port) {
+			rule = r
+			break
+		}
+		portRefused = true
+	}
+	if rule == nil {
+		if portRefused {
+			return Decision{Reason: fmt.Sprintf("port %d not allowed for %s", port, name)}
+		}
+		return Decision{Reason: "no rule allows this host"}
+	}
+	addrs, err := p.resolver.LookupNetIP(ctx, "ip", name)
+	if err != nil {
+		return Decision{Failed: true, Reason: "cannot resolve " + name + ": " + resolveError(err)}
+	}
+	if len(addrs) == 0 {
+		return Decision{Failed: true, Reason: "cannot resolve " + name + ": no address"}
+	}
+	checked := make([]netip.Addr, 0, len(addrs))
+	for _, a := range addrs {
+		a = a.Unmap()
+		if kind := specialKind(a); kind != "" && !p.addrRuleAllows(a, port) {
+			return Decision{Reason: fmt.Sprintf("resolves to %s %s (SSRF guard)", kind, a)}
+		}
+		checked = append(checked, a)
+	}
+	return Decision{Allowed: true, Addrs: checked, Reason: "allowed by " + rule.text}
+}
+
+func (p *Policy) decideAddr(a netip.Addr, port uint16) Decision {
+	if a.Zone() != "" {
+		return Decision{Reason: "an IPv6 zone is not allowed in a destination"}
+	}
+	a = a.Unmap()
+	covered := false
+	for i := range p.rules {
+		r := &p.rules[i]
+		if !r.covers(a) {
+			continue
+		}
+		if r.allowsPort(port) {
+			return Decision{Allowed: true, Addrs: []netip.Addr{a}, Reason: "allowed by " + r.text}
+		}
+		covered = true
+	}
+	if covered {
+		return Decision{Reason: fmt.Sprintf("port %d not allowed for %s", port, a)}
+	}
+	return Decision{Reason: "IP address not covered by any rule"}
+}
+
+func (p *Policy) addrRuleAllows(a netip.Addr, port uint16) bool {
+	for i := range p.rules {
+		if p.rules[i].covers(a) && p.rules[i].allowsPort(port) {
+			return true
+		}
+	}
+	return false
+}
+
+func resolveError(err error) string {
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		if dnsErr.IsNotFound {
+			return "no such host"
+		}
+		if dnsErr.IsTimeout {
+			return "timed out"
+		}
+		return dnsErr.Err
+	}
+	return err.Error()
+}
+
+// special lists the addresses that are not the public internet, with the
+// word a refusal uses. Order matters only for overlaps (none today).
+var special = []struct {
+	prefix netip.Prefix
+	kind   string
+}{
+	{netip.MustParsePrefix("0.0.0.0/8"), "unspecified"}, // "this network": Linux connects 0.0.0.0 to loopback
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("10.0.0.0/8"), "private"},
+	{netip.MustParsePrefix("172.16.0.0/12"), "private"},
+	{netip.MustParsePrefix("192.168.0.0/16"), "private"},
+	{netip.MustParsePrefix("100.64.0.0/10"), "shared (CGNAT)"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"}, // the cloud metadata address 169.254.169.254
+	{netip.MustParsePrefix("192.0.0.0/24"), "reserved"},     // IETF protocol assignments, some metadata services
+	{netip.MustParsePrefix("198.18.0.0/15"), "reserved"},    // benchmarking, used for internal networks
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"}, // with the broadcast address
+	{netip.MustParsePrefix("::/128"), "unspecified"},
+	{netip.MustParsePrefix("::1/128"), "loopback"},
+	{netip.MustParsePrefix("::/96"), "reserved"}, // IPv4-compatible, deprecated
+	{netip.MustParsePrefix("fc00::/7"), "private"},
+	{netip.MustParsePrefix("fec0::/10"), "private"}, // site-local, deprecated
+	{netip.MustParsePrefix("fe80::/10"), "link-local"},
+	{netip.MustParsePrefix("ff00::/8"), "multicast"},
+	{netip.MustParsePrefix("100::/64"), "reserved"}, // discard-only
+}
+
+// nat64 prefixes carry an IPv4 address in their last 32 bits, which a NAT64
+// gateway connects to: 64:ff9b::7f00:1 reaches 127.0.0.1 there.
+var nat64 = []netip.Prefix{
+	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("64:ff9b:1::/48"),
+}
+
+// specialKind names the kind of a non-public address, or returns "" for a
+// public one. a must be unmapped (an IPv4-mapped address is its IPv4 one).
+func specialKind(a netip.Addr) string {
+	a = a.Unmap().WithZone("")
+	for _, s := range special {
+		if s.prefix.Contains(a) {
+			return s.kind
+		}
+	}
+	for _, p := range nat64 {
+		if p.Contains(a) {
+			b := a.As16()
+			if k := specialKind(netip.AddrFrom4([4]byte(b[12:]))); k != "" {
+				return k + " (via NAT64)"
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,448 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func proxyClient(t testing.TB, proxyAddr string, tlsConf *tls.Config) *http.Client {
+	t.Helper()
+	u, err := url.Parse("http://" + proxyAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Keep-alive on, as clients have it: the proxy's Connection: close
+	// must not trip them up.
+	tr := &http.Transport{Proxy: http.ProxyURL(u), TLSClientConfig: tlsConf}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: hangLimit}
+}
+
+func TestHTTPAbsoluteURI(t *testing.T) {
+	var mu sync.Mutex
+	var seen http.Header
+	var seenHost, seenURI, seenBody string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen, seenHost, seenURI, seenBody = r.Header.Clone(), r.Host, r.RequestURI, string(b)
+		mu.Unlock()
+		w.Header().Set("Keep-Alive", "timeout=5")
+		w.Header().Set("X-Origin", "yes")
+		fmt.Fprintf(w, "hello from %s", r.URL.Path)
+	}))
+	defer srv.Close()
+	tp := startProxy(t, Config{}, "127.0.0.0/8:*")
+	client := proxyClient(t, tp.addr, nil)
+
+	for range 3 {
+		resp, err := client.Get(srv.URL + "/again")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	req, _ := http.NewRequest("POST", srv.URL+"/some/path?q=1", strings.NewReader("the body"))
+	req.Header.Set("Proxy-Authorization", "Basic c2VjcmV0")
+	req.Header.Set("Connection", "X-Hop")
+	req.Header.Set("X-Hop", "drop me")
+	req.Header.Set("X-Kept", "keep me")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "hello from /some/path" {
+		t.Fatalf("%s %q", resp.Status, body)
+	}
+	if resp.Header.Get("X-Origin") != "yes" || resp.Header.Get("Keep-Alive") != "" {
+		t.Errorf("response header %v: want the origin's without its hop-by-hop ones", resp.Header)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seenURI != "/some/path?q=1" || seenHost != srv.Listener.Addr().String() || seenBody != "the body" {
+		t.Errorf("origin saw %q host %q body %q", seenURI, seenHost, seenBody)
+	}
+	for _, h := range []string{"Proxy-Authorization", "Proxy-Connection", "X-Hop"} {
+		if seen.Get(h) != "" {
+			t.Errorf("origin got %s: %q", h, seen.Get(h))
+		}
+	}
+	if seen.Get("X-Kept") != "keep me" || seen.Get("User-Agent") != "Go-http-client/1.1" {
+		t.Errorf("origin headers %v", seen)
+	}
+	if got := tp.stderr.String(); got != "" {
+		t.Errorf("stderr %q", got)
+	}
+}
+
+// An absolute-URI request without User-Agent reaches the origin without
+// one (Go's request writer would add its own), and an HTTP/1.0 client
+// gets a body it can read.
+func TestHTTPAbsoluteURIRaw(t *testing.T) {
+	var mu sync.Mutex
+	ua := []string{"unset"}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		ua = r.Header.Values("User-Agent")
+		mu.Unlock()
+		w.(http.Flusher).Flush() // chunked
+		io.WriteString(w, "chunk one, ")
+		w.(http.Flusher).Flush()
+		io.WriteString(w, "chunk two")
+	}))
+	defer srv.Close()
+	tp := startProxy(t, Config{}, "127.0.0.0/8:*")
+	for _, proto := range []string{"HTTP/1.1", "HTTP/1.0"} {
+		c, err := net.Dial("tcp", tp.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(hangLimit))
+		fmt.Fprintf(c, "GET %s/x %s\r\nHost: %s\r\n\r\n", srv.URL, proto, srv.Listener.Addr())
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		c.Close()
+		if err != nil || string(body) != "chunk one, chunk two" || !resp.Close {
+			t.Errorf("%s: %q %v close %v", proto, body, err, resp.Close)
+		}
+		mu.Lock()
+		if len(ua) != 0 {
+			t.Errorf("origin got User-Agent %q", ua)
+		}
+		mu.Unlock()
+	}
+}
+
+func TestHTTPConnectTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "secret over TLS")
+	}))
+	defer srv.Close()
+	tp := startProxy(t, Config{}, "127.0.0.0/8:*")
+	client := proxyClient(t, tp.addr, srv.Client().Transport.(*http.Transport).TLSClientConfig)
+	for range 3 {
+		resp, err := client.Get(srv.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "secret over TLS" {
+			t.Fatalf("%s %q", resp.Status, body)
+		}
+	}
+}
+
+// Names resolve through the configured resolver; one that resolves to
+// loopback passes only when an address rule covers the address.
+func TestHTTPNamesAndSSRF(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok "+r.Host)
+	}))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	res := &fakeResolver{addrs: map[string][]string{"good.test": {"127.0.0.1"}, "a.dev.test": {"127.0.0.1"}, "dev.test": {"127.0.0.1"}}}
+
+	guarded := startProxy(t, Config{Resolver: res}, "good.test:*")
+	resp, err := proxyClient(t, guarded.addr, nil).Get(fmt.Sprintf("http://good.test:%d/", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(body), "resolves to loopback 127.0.0.1 (SSRF guard)") {
+		t.Errorf("guarded: %s %q", resp.Status, body)
+	}
+
+	tp := startProxy(t, Config{Resolver: &fakeResolver{addrs: res.addrs}}, "good.test:*", "*.dev.test:*", "127.0.0.1:"+strconv.Itoa(port))
+	client := proxyClient(t, tp.addr, nil)
+	for _, tc := range []struct {
+		host string
+		ok   bool
+	}{{"good.test", true}, {"GOOD.test.", true}, {"a.dev.test", true}, {"dev.test", false}, {"bad.test", false}} {
+		resp, err := client.Get(fmt.Sprintf("http://%s:%d/", tc.host, port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if (resp.StatusCode == 200) != tc.ok {
+			t.Errorf("%s: %s %q", tc.host, resp.Status, body)
+		}
+	}
+}
+
+func TestHTTPRefusals(t *testing.T) {
+	srv := startServer(t, "tcp", "127.0.0.1:0", echo)
+	res := &fakeResolver{addrs: map[string][]string{"allowed.test": {"192.0.2.1"}}}
+	tp := startProxy(t, Config{Resolver: res}, "allowed.test", "127.0.0.1:"+strconv.Itoa(int(srv.port())))
+	client := proxyClient(t, tp.addr, nil)
+	for _, tc := range []struct {
+		url, reason string
+	}{
+		{"http://evil.test/", "denied evil.test:80: no rule allows this host"},
+		{"http://allowed.test:8080/", "denied allowed.test:8080: port 8080 not allowed for allowed.test"},
+		{"http://127.0.0.1:1/", "denied 127.0.0.1:1: port 1 not allowed for 127.0.0.1"},
+		{"http://127.0.0.2/", "denied 127.0.0.2:80: IP address not covered by any rule"},
+		{"http://[::1]:80/", "denied [::1]:80: IP address not covered by any rule"},
+		{"https://evil.test/", "denied evil.test:443: no rule allows this host"},
+	} {
+		for range 3 {
+			resp, err := client.Get(tc.url)
+			if strings.HasPrefix(tc.url, "https") {
+				// The client sees a failed CONNECT, not the body.
+				if err == nil || !strings.Contains(err.Error(), "Forbidden") {
+					t.Errorf("%s: %v", tc.url, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			ps := resp.Header.Get("Proxy-Status")
+			if resp.StatusCode != 403 || strings.TrimSpace(string(body)) != "corral: "+tc.reason ||
+				!strings.Contains(ps, "error=destination_ip_prohibited") {
+				t.Errorf("%s: %s %q Proxy-Status %q", tc.url, resp.Status, body, ps)
+			}
+		}
+	}
+	// SOCKS refusals of a destination already reported add no line.
+	for range 2 {
+		c, code := socksDial(t, tp.addr, socksAtypDomain, "evil.test", 80)
+		c.Close()
+		if code != socksNotAllowed {
+			t.Errorf("SOCKS evil.test: reply %d", code)
+		}
+	}
+	want := []string{
+		"corral: network: denied evil.test:80: no rule allows this host",
+		"corral: network: denied allowed.test:8080: port 8080 not allowed for allowed.test",
+		"corral: network: denied 127.0.0.1:1: port 1 not allowed for 127.0.0.1",
+		"corral: network: denied 127.0.0.2:80: IP address not covered by any rule",
+		"corral: network: denied [::1]:80: IP address not covered by any rule",
+		"corral: network: denied evil.test:443: no rule allows this host",
+	}
+	if got := tp.stderr.lines(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("stderr:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestHTTPBadRequests(t *testing.T) {
+	tp := startProxy(t, Config{MaxHeaderBytes: 1024}, "127.0.0.0/8:*")
+	for _, tc := range []struct {
+		req    string
+		status int
+	}{
+		{"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+		{"GET ftp://x/ HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+		{"CONNECT example.com HTTP/1.1\r\n\r\n", 400},
+		{"CONNECT example.com:0 HTTP/1.1\r\n\r\n", 400},
+		{"CONNECT example.com:99999 HTTP/1.1\r\n\r\n", 400},
+		{"garbage\r\n\r\n", 400},
+		{"GET http://127.0.0.1/ HTTP/1.1\r\nX-Big: " + strings.Repeat("a", 4000) + "\r\n\r\n", 431},
+		{"GET http://127.0.0.1/" + strings.Repeat("a", 4000) + " HTTP/1.1\r\n\r\n", 431},
+	} {
+		c, err := net.Dial("tcp", tp.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(hangLimit))
+		io.WriteString(c, tc.req)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Errorf("%.40q: %v", tc.req, err)
+		} else if resp.StatusCode != tc.status {
+			t.Errorf("%.40q: %s; want %d", tc.req, resp.Status, tc.status)
+		}
+		c.Close()
+	}
+}
+
+// A destination that refuses the connection is a 502, logged as allowed
+// with the failure, and is no policy refusal on stderr.
+func TestHTTPDialFailure(t *testing.T) {
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	tp := startProxy(t, Config{}, "127.0.0.0/8:*")
+	c, _, status := connectDial(t, tp.addr, addr)
+	c.Close()
+	if !strings.Contains(status, "502") {
+		t.Errorf("status %q", status)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	pn, _ := strconv.Atoi(port)
+	sc, code := socksDial(t, tp.addr, socksAtypIPv4, "127.0.0.1", uint16(pn))
+	sc.Close()
+	if code != socksConnRefused {
+		t.Errorf("SOCKS reply %d", code)
+	}
+	if s := tp.stderr.String(); s != "" {
+		t.Errorf("stderr %q", s)
+	}
+}
+
+func TestSOCKS5(t *testing.T) {
+	srv4 := startServer(t, "tcp", "127.0.0.1:0", echo)
+	srv6 := startServer(t, "tcp6", "[::1]:0", echo)
+	res := &fakeResolver{addrs: map[string][]string{"echo.test": {"127.0.0.1"}}}
+	tp := startProxy(t, Config{Resolver: res}, "echo.test:*", "127.0.0.1:*", "[::1]:*")
+	for _, tc := range []struct {
+		atyp byte
+		host string
+		port uint16
+	}{
+		{socksAtypDomain, "echo.test", srv4.port()},
+		{socksAtypDomain, "ECHO.test.", srv4.port()},
+		{socksAtypIPv4, "127.0.0.1", srv4.port()},
+		{socksAtypIPv6, "::1", srv6.port()},
+		{socksAtypDomain, "127.0.0.1", srv4.port()}, // an IP literal sent as a name is an IP literal
+	} {
+		c, code := socksDial(t, tp.addr, tc.atyp, tc.host, tc.port)
+		if code != socksSucceeded {
+			t.Errorf("%s: reply %d", tc.host, code)
+			c.Close()
+			continue
+		}
+		c.SetDeadline(time.Now().Add(hangLimit))
+		io.WriteString(c, "ping "+tc.host)
+		c.(*net.TCPConn).CloseWrite()
+		got, err := io.ReadAll(c)
+		c.Close()
+		if err != nil || string(got) != "ping "+tc.host {
+			t.Errorf("%s: %q %v", tc.host, got, err)
+		}
+	}
+	for _, tc := range []struct {
+		atyp byte
+		host string
+		code byte
+	}{
+		{socksAtypDomain, "other.test", socksNotAllowed},
+		{socksAtypIPv4, "127.0.0.2", socksNotAllowed},
+		{socksAtypDomain, "bad\x00name", socksNotAllowed},
+	} {
+		c, code := socksDial(t, tp.addr, tc.atyp, tc.host, 80)
+		c.Close()
+		if code != tc.code {
+			t.Errorf("%q: reply %d; want %d", tc.host, code, tc.code)
+		}
+	}
+	if !strings.Contains(tp.stderr.String(), `denied "bad\x00name":80: not a valid host name`) {
+		t.Errorf("stderr %q", tp.stderr.String())
+	}
+}
+
+func TestSOCKS5Unsupported(t *testing.T) {
+	tp := startProxy(t, Config{}, "127.0.0.0/8:*")
+	for _, tc := range []struct {
+		name  string
+		send  []byte
+		reply []byte
+	}{
+		{"BIND", []byte{5, 1, 0, 5, 2, 0, 1, 127, 0, 0, 1, 0, 80}, []byte{5, 0, 5, socksCmdNotSupported}},
+		{"UDP ASSOCIATE", []byte{5, 1, 0, 5, 3, 0, 1, 0, 0, 0, 0, 0, 0}, []byte{5, 0, 5, socksCmdNotSupported}},
+		{"address type 9", []byte{5, 1, 0, 5, 1, 0, 9}, []byte{5, 0, 5, socksAtypNotSupported}},
+		{"password only", []byte{5, 1, 2}, []byte{5, 0xff}},
+	} {
+		c, err := net.Dial("tcp", tp.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(hangLimit))
+		c.Write(tc.send)
+		got, _ := io.ReadAll(c)
+		c.Close()
+		if len(got) < len(tc.reply) || string(got[:len(tc.reply)]) != string(tc.reply) {
+			t.Errorf("%s: reply % x; want % x...", tc.name, got, tc.reply)
+		}
+	}
+}
+
+// A client that shuts down its write side still reads the whole answer,
+// through CONNECT, SOCKS5 and a forward.
+func TestHalfClose(t *testing.T) {
+	srv := startServer(t, "tcp", "127.0.0.1:0", answerAfterEOF)
+	tp := startProxy(t, Config{}, "127.0.0.1:*")
+	target := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(srv.port())))
+	payload := strings.Repeat("x", 100_000)
+
+	check := func(name string, c net.Conn, r io.Reader) {
+		t.Helper()
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(hangLimit))
+		if _, err := io.WriteString(c, payload); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := io.ReadAll(r)
+		if err != nil || string(got) != "got 100000 bytes" {
+			t.Errorf("%s: %q %v", name, got, err)
+		}
+	}
+	c, br, status := connectDial(t, tp.addr, target)
+	if status != "HTTP/1.1 200 Connection established" {
+		t.Fatalf("status %q", status)
+	}
+	check("CONNECT", c, br)
+	c, code := socksDial(t, tp.addr, socksAtypIPv4, "127.0.0.1", srv.port())
+	if code != 0 {
+		t.Fatalf("SOCKS reply %d", code)
+	}
+	check("SOCKS5", c, c)
+
+	fl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.Forward(fl, func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", target)
+	})
+	c, err = net.Dial("tcp", fl.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("forward", c, c)
+}
+
+// Bytes a client sends right behind its CONNECT, before the 200 arrives,
+// reach the destination first.
+func TestConnectEarlyData(t *testing.T) {
+	srv := startServer(t, "tcp", "127.0.0.1:0", echo)
+	tp := startProxy(t, Config{}, "127.0.0.1:*")
+	c, err := net.Dial("tcp", tp.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(hangLimit))
+	fmt.Fprintf(c, "CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\nearly bytes", srv.port())
+	c.(*net.TCPConn).CloseWrite()
+	got, _ := io.ReadAll(c)
+	if want := "HTTP/1.1 200 Connection established\r\n\r\nearly bytes"; string(got) != want {
+		t.Errorf("got %q; want %q", got, want)
+	}
+}

@@ -1,0 +1,84 @@
+package egress
+
+import (
+	"io"
+	"net"
+	"sync"
+)
+
+// copyBufSize is the buffer each direction of a non-TCP stream borrows
+// while it copies; TCP to TCP goes through splice(2) and needs none.
+const copyBufSize = 32 << 10
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+
+func getBuf() *[]byte  { return bufPool.Get().(*[]byte) }
+func putBuf(b *[]byte) { bufPool.Put(b) }
+
+// join copies between client and upstream in both directions until both
+// are done, then returns the bytes sent up (first included: bytes the client
+// sent ahead, to go first) and down. A side that reaches EOF has the other
+// side's write half shut (half-close), so a client that shuts down its
+// writing still gets the whole answer; an error on either side tears both
+// down. The caller closes both connections afterwards.
+func (p *Proxy) join(client, upstream net.Conn, first []byte) (up, down int64) {
+	if len(first) > 0 {
+		n, err := upstream.Write(first)
+		up += int64(n)
+		if err != nil {
+			return up, 0
+		}
+	}
+	done := make(chan struct{})
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer close(done)
+		down = copyHalf(client, upstream)
+	}()
+	up += copyHalf(upstream, client)
+	<-done
+	return up, down
+}
+
+// copyHalf copies src to dst. At EOF it shuts dst's write side and leaves
+// the rest of the connection alone (the other direction may still be
+// running); on an error it closes both, which ends the other direction too.
+func copyHalf(dst, src net.Conn) int64 {
+	n, err := copyStream(dst, src)
+	if err != nil {
+		dst.Close()
+		src.Close()
+		return n
+	}
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+		if cw.CloseWrite() != nil {
+			dst.Close()
+			src.Close()
+		}
+	} else {
+		// Nothing to half-close: the whole connection has to go.
+		dst.Close()
+	}
+	return n
+}
+
+// copyStream is io.Copy that takes the splice(2) path for socket pairs the
+// kernel can splice (the common case: both ends TCP) and otherwise copies
+// through a pooled buffer, so memory per connection stays bounded.
+func copyStream(dst, src net.Conn) (int64, error) {
+	if _, ok := dst.(*net.TCPConn); ok {
+		switch src.(type) {
+		case *net.TCPConn, *net.UnixConn:
+			return io.Copy(dst, src)
+		}
+	}
+	buf := getBuf()
+	defer putBuf(buf)
+	return io.CopyBuffer(writerOnly{dst}, readerOnly{src}, *buf)
+}
+
+// readerOnly and writerOnly hide ReadFrom and WriteTo, which would make
+// io.CopyBuffer ignore the pooled buffer and allocate its own.
+type readerOnly struct{ io.Reader }
+type writerOnly struct{ io.Writer }
