@@ -172,15 +172,14 @@ func (l *Link) Receive(s Step) (Kind, any, error) {
 	k := Kind(b)
 	m, known := Lookup(k)
 	if !known {
-		return k, nil, &SetupError{Step: "stage protocol: " + s.String(), Err: fmt.Errorf("unknown message kind %d", b)}
+		return k, nil, &SetupError{Step: "stage protocol: " + s.String(), Err: &ProtocolError{Kind: k}}
 	}
 	accepted := false
 	for _, a := range steps[s].Accept {
 		accepted = accepted || a == k
 	}
 	if !accepted {
-		return k, nil, &SetupError{Step: "stage protocol: " + s.String(),
-			Err: fmt.Errorf("message %s (%s → %s) out of order here: want %s", m.Name, m.From, m.To, kindNames(steps[s].Accept))}
+		return k, nil, &SetupError{Step: "stage protocol: " + s.String(), Err: &ProtocolError{Kind: k, Want: steps[s].Accept}}
 	}
 	if m.New == nil {
 		if len(data) != 0 {
@@ -193,6 +192,28 @@ func (l *Link) Receive(s Step) (Kind, any, error) {
 		return k, nil, fmt.Errorf("decode %s: %w", m.Name, err)
 	}
 	return k, payload, nil
+}
+
+// ProtocolError is a message its receiver does not take: a kind the table
+// does not know, or one out of order at its step. The launch ends with
+// exit status 125 (exitstatus.Setup); no fallback, and nothing is skipped.
+type ProtocolError struct {
+	Kind Kind
+	Want []Kind // nil: the kind is unknown
+}
+
+func (e *ProtocolError) Error() string {
+	m, known := Lookup(e.Kind)
+	if !known {
+		return fmt.Sprintf("unknown message kind %d", byte(e.Kind))
+	}
+	return fmt.Sprintf("message %s (%s → %s) out of order: want %s", m.Name, m.From, m.To, kindNames(e.Want))
+}
+
+// IsProtocolError reports whether err is, or wraps, a *ProtocolError.
+func IsProtocolError(err error) bool {
+	var p *ProtocolError
+	return errors.As(err, &p)
 }
 
 func kindNames(ks []Kind) string {

@@ -1,0 +1,60 @@
+package probe
+
+import (
+	"os"
+	"strings"
+
+	"github.com/corral-sh/corral/internal/landlock"
+)
+
+// probePolicy is `corral probe`'s answer for the sandbox policy: what this
+// kernel's Landlock enforces, and whether each option would work here;
+// --die-with-parent's is the host side's (Run).
+func probePolicy() []Check {
+	var checks []Check
+	info, err := landlock.Describe()
+	rights := Check{Name: "landlock rights", Available: err == nil}
+	if err != nil {
+		rights.Detail = err.Error()
+	} else {
+		rights.Detail = info.String()
+	}
+	checks = append(checks, rights)
+
+	// Each option's answer previews a policy of that kind, so a right
+	// this ABI cannot enforce is named where it matters.
+	fs := func(name, what string, pol landlock.Policy) Check {
+		c := Check{Name: name, Available: err == nil}
+		if err != nil {
+			c.Detail = "needs Landlock; corral refuses to run without it (125)"
+			return c
+		}
+		c.Detail = what
+		rep, perr := landlock.Preview(pol)
+		switch {
+		case perr != nil:
+			c.Available, c.Detail = false, perr.Error()
+		case rep.Warning() != "":
+			c.Detail += "; " + rep.Warning()
+		}
+		return c
+	}
+	checks = append(checks,
+		fs("--writable", "write only beneath the given paths", landlock.Policy{Writable: []string{os.TempDir()}}),
+		fs("--read-only", "nothing writable but the usual devices", landlock.Policy{ReadOnly: true}),
+		fs("--hide", "no access beneath the given paths (their ancestors cannot be listed)", landlock.Policy{Hide: []string{os.TempDir()}}))
+
+	ipc := Check{Name: "--isolate-ipc"}
+	switch {
+	case err != nil:
+		ipc.Detail = "needs Landlock ABI 6 (Linux 6.12); corral refuses to run without it (125)"
+	case !strings.Contains(strings.Join(info.Scopes, ","), "signal"):
+		ipc.Detail = (&landlock.ABIError{What: "IPC isolation", Need: 6, Have: info.ABI}).Error() + "; corral refuses to run without it (125)"
+	default:
+		ipc.Available = true
+		ipc.Detail = "no signals to, nor abstract Unix sockets of, processes outside the runner's tree"
+	}
+	checks = append(checks, ipc,
+		Check{Name: "--timeout", Available: true, Detail: "a timer in the engine; needs nothing from the kernel"})
+	return checks
+}
