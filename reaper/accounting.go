@@ -1,7 +1,10 @@
 package reaper
 
 import (
+	"errors"
+
 	"github.com/corral-sh/corral/internal/proc"
+	"golang.org/x/sys/unix"
 )
 
 // accounting is the engine's bookkeeping of who it adopted and reaped. It
@@ -88,4 +91,60 @@ func (a *accounting) reaped(pid, exitCode int) {
 		a.liveAdopted--
 		a.liveChildren--
 	}
+}
+
+// reap collects every child that has exited. SIGCHLD is an edge, not a
+// count: one signal may stand for many exits, so loop until wait4 has
+// nothing more. __WALL includes children that do not signal their exit.
+// It needs no descriptor and no memory beyond the accounting.
+func (e *engine) reap() {
+	flags := unix.WNOHANG | unix.WALL
+	if e.jobs != nil {
+		flags |= unix.WUNTRACED // terminal mode: the runner's stops (jobcontrol.go)
+	}
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, flags, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if errors.Is(err, unix.ECHILD) {
+			if !e.noChildren {
+				e.noChildren = true
+				e.push(evTreeEmpty)
+			}
+			return
+		}
+		if err != nil || pid <= 0 {
+			return
+		}
+		if ws.Stopped() { // only with WUNTRACED, in terminal mode
+			if pid == e.acct.runner && !e.acct.runnerReaped {
+				e.runnerStopped(ws.StopSignal())
+			}
+			continue
+		}
+		code := ExitCode(ws)
+		delete(e.blindSent, pid) // the pid may now be reused
+		if pid == e.acct.runner && !e.acct.runnerReaped {
+			e.cfg.Logf("runner exited: status %d", code)
+			e.push(evRunnerExited)
+		}
+		e.acct.reaped(pid, code)
+	}
+}
+
+func (e *engine) observe() {
+	if e.cfg.State == nil {
+		return
+	}
+	kids, err := proc.ChildrenOf(e.self)
+	if err != nil && e.restoreNOFILE() {
+		kids, err = proc.ChildrenOf(e.self)
+	}
+	if err != nil {
+		e.cfg.Logf("scan children: %v", err)
+		return
+	}
+	e.acct.observe(kids)
 }

@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The seed's bounded-memory test: identities are kept only for children
+// The bounded-memory test of the Python supervisor corral replaces: identities are kept only for children
 // that exist now, an orphan is counted once however often it is seen, and
 // an unknown pid reaped before any scan saw it still counts as adopted.
 func TestAccountingIdentityMemoryIsBounded(t *testing.T) {

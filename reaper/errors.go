@@ -3,10 +3,11 @@ package reaper
 import "github.com/corral-sh/corral/internal/setuperr"
 
 // SetupError is a failure of corral's own setup, not of the runner: exit
-// status 125. It is the module's one setup error type: the engine returns
-// it, package sandbox builds its boundary failures with it, and a failure
-// in a re-executed stage decodes back into it with its errno intact, so
-// errors.Is(err, unix.EPERM) holds on either side of the pipe.
+// status 125 (exitstatus.Setup). It is the module's one setup error type:
+// the engine returns it, package sandbox builds its boundary failures with
+// it, and a failure in a re-executed stage decodes back into it with its
+// errno intact, so errors.Is(err, unix.EPERM) holds on either side of the
+// pipe.
 type SetupError struct {
 	Step string // what corral was doing, e.g. "mount proc on /proc"
 	Err  error

@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"errors"
 	"os"
 	"os/signal"
 	"runtime"
@@ -11,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The signal table (SPEC.md: Signals).
+// The signal table (README.md, "Signals and teardown").
 //
 // Cancelling signals end the run: the first is recorded, sent to the
 // whole tree, and starts the teardown. SIGHUP is not one of them: it is
@@ -212,12 +213,6 @@ func (s *Signals) Children() <-chan os.Signal { return s.children }
 // Incoming delivers every cancelling and forwarded signal.
 func (s *Signals) Incoming() <-chan os.Signal { return s.incoming }
 
-// Ignored reports whether sig was ignored when the process started, and
-// so is neither acted on nor forwarded.
-func (s *Signals) Ignored(sig syscall.Signal) bool {
-	return sig > 0 && int(sig) < len(s.ignored) && s.ignored[sig]
-}
-
 // Stop undoes the registration, for a library caller that shares its
 // process; a process that exits after the run does not bother.
 func (s *Signals) Stop() {
@@ -261,3 +256,32 @@ var jobStop = map[syscall.Signal]bool{unix.SIGTSTP: true, unix.SIGTTIN: true, un
 // a shell may be waiting on should stop itself. PID 1 never does: its own
 // namespace cannot stop it, and nothing waits on it as a job.
 func StopSelfAfter(s syscall.Signal) bool { return jobStop[s] && os.Getpid() != 1 }
+
+// onSignal acts on one signal: a cancel is an event for the state
+// machine; anything else goes to the runner alone.
+func (e *engine) onSignal(s syscall.Signal) {
+	if IsCancelling(s) {
+		if e.termSignal == 0 {
+			e.termSignal = s
+		}
+		e.cfg.Logf("received %s", unix.SignalName(s))
+		if e.phase == phaseTerminating {
+			e.cut = true
+		}
+		e.push(evCancel)
+		return
+	}
+	if e.jobs != nil && e.jobSignal(s) { // terminal mode (jobcontrol.go)
+		return
+	}
+	if !e.acct.runnerReaped {
+		// The runner is our unreaped child, so its pid cannot have been
+		// reused: a plain kill is exact.
+		if err := unix.Kill(e.acct.runner, s); err != nil && !errors.Is(err, unix.ESRCH) {
+			e.cfg.Logf("forward %s to runner: %v", unix.SignalName(s), err)
+		}
+	}
+	if StopSelfAfter(s) {
+		_ = unix.Kill(e.self, unix.SIGSTOP)
+	}
+}

@@ -31,3 +31,48 @@ type Document struct {
 type StateWriter interface {
 	Write(Document) error
 }
+
+func (e *engine) document() Document {
+	a := e.acct
+	doc := Document{
+		ActiveChildren:        a.liveChildren,
+		AdoptedChildren:       a.liveAdopted,
+		Escalated:             e.escalated,
+		OrphanedChildrenTotal: a.orphanedTotal,
+		Phase:                 e.phase.name(),
+		ReapedChildrenTotal:   a.reapedTotal,
+		ReapedOrphansTotal:    a.reapedOrphans,
+	}
+	if a.runnerReaped {
+		code := e.exitCode()
+		doc.RunnerExitCode = &code
+	}
+	if e.termSignal != 0 {
+		s := int(e.termSignal)
+		doc.TerminationSignal = &s
+	}
+	return doc
+}
+
+// writeState writes the document when it differs from the last one written.
+func (e *engine) writeState() {
+	if e.cfg.State == nil {
+		return
+	}
+	doc := e.document()
+	if e.written != nil && sameDocument(*e.written, doc) {
+		return
+	}
+	_ = e.cfg.State.Write(doc) // the writer reports its own failure, once
+	e.written = &doc
+}
+
+func sameDocument(a, b Document) bool {
+	sameInt := func(x, y *int) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
+	if !sameInt(a.RunnerExitCode, b.RunnerExitCode) || !sameInt(a.TerminationSignal, b.TerminationSignal) {
+		return false
+	}
+	a.RunnerExitCode, b.RunnerExitCode = nil, nil
+	a.TerminationSignal, b.TerminationSignal = nil, nil
+	return a == b
+}

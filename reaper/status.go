@@ -1,6 +1,9 @@
 package reaper
 
-import "golang.org/x/sys/unix"
+import (
+	"github.com/corral-sh/corral/internal/exitstatus"
+	"golang.org/x/sys/unix"
+)
 
 // ExitCode maps a wait status to the status corral exits with: the exit
 // code, 128+signal for a killed process (as shells do), and 1 for anything
@@ -11,8 +14,8 @@ func ExitCode(ws unix.WaitStatus) int {
 	case ws.Exited():
 		return ws.ExitStatus()
 	case ws.Signaled():
-		return 128 + int(ws.Signal())
+		return exitstatus.SignalBase + int(ws.Signal())
 	default:
-		return 1
+		return exitstatus.UnknownWait
 	}
 }

@@ -1,6 +1,7 @@
 package test
 
-// Signals, stdio, teardown and environment, beyond the seed's scenarios.
+// Signals, stdio, teardown and environment, beyond the Python supervisor's scenarios
+// (seed_test.go).
 
 import (
 	"bytes"

@@ -1,7 +1,7 @@
 package test
 
 // --config (an OCI runtime-spec config.json), --rlimit, --net none and
-// `corral spec` (SPEC.md: OCI config, Command line).
+// `corral spec` (README.md: "OCI config (`--config`)", "Usage").
 
 import (
 	"encoding/json"

@@ -1,7 +1,7 @@
 package test
 
-// corral as a container entrypoint (SPEC.md: Modes, Privileges of the
-// runner, Exit status; issue 11). Docker's defaults are rebuilt for real
+// corral as a container entrypoint (README.md: "In a container",
+// "Privileges of the runner", "Exit status"; issue 11). Docker's defaults are rebuilt for real
 // around corral as PID 1: a new PID and mount namespace whose /proc has
 // runc's masked and read-only paths, Docker's capability set (or none),
 // no_new_privs, and the part of moby's seccomp profile that refuses
@@ -515,7 +515,7 @@ func TestPidnsSetupEMFILE(t *testing.T) {
 // moment corral clones its init (test/helper's pids-full-at-clone): a
 // limit set any earlier would race with the Go runtime starting its
 // threads, and a Go program that cannot create a thread it wants dies
-// (DESIGN trap 14), which this test is not about.
+// (a fatal error, not an error value), which this test is not about.
 func TestPidnsSetupEAGAIN(t *testing.T) {
 	t.Parallel()
 	requireMode(t, modes[1])

@@ -1,7 +1,8 @@
 package test
 
 // Containment that nothing the runner (or the world around corral) does can
-// break (issue 8; SPEC.md: Containment, Signals, Teardown, Exit status):
+// break (issue 8; README.md
+// "Signals and teardown", "Exit status"):
 // broken pipes, fatal and early signals, an exhausted pids limit, a lowered
 // RLIMIT_NOFILE, orphans handed over while the tree is walked.
 
@@ -204,7 +205,8 @@ func rounds(t *testing.T, n int, fn func(t *testing.T, round int)) {
 // before the runner exists: 128+S, never a goroutine dump, nothing left.
 // The signal goes as soon as corral's code runs (its state file exists: the
 // Go runtime's own start, before corral's first instruction, is the one
-// window the SPEC allows), after a random 0-3 ms more.
+// window README.md
+// "Signals and teardown" allows), after a random 0-3 ms more.
 func TestEarlyCancelSignals(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		for _, sig := range []syscall.Signal{syscall.SIGQUIT, syscall.SIGTERM} {

@@ -1,6 +1,6 @@
 package test
 
-// deploy/ (issue 11), in the style of the seed's first test
+// deploy/ (issue 11), in the style of the Python supervisor's first test
 // (test_manifest_installs_supervisor_as_pid_one_boundary): the Deployment
 // runs corral as the container's entrypoint in front of the runner after
 // "--", corral's grace fits in the pod's, the kustomization lists the

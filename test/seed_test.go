@@ -1,7 +1,8 @@
 package test
 
-// One test for each scenario of the Python supervisor's suite that corral
-// replaces (../shared/seed/000_49ab0229138c6c70.txt), in every mode.
+// One test for each scenario of the suite of the Python supervisor that
+// corral replaces (its HERMES_CLI_PROCESS_* variables still work, README.md
+// "Usage"), in every mode.
 
 import (
 	"fmt"
@@ -259,7 +260,7 @@ func helpOK(t *testing.T, res result) {
 	}
 }
 
-// The seed's test_subreaper_setup_failure_is_explicit, for real: a seccomp
+// The Python suite's test_subreaper_setup_failure_is_explicit, for real: a seccomp
 // filter makes prctl(PR_SET_CHILD_SUBREAPER) fail, and corral must refuse
 // to run the runner (exit 125) with one line naming the step and errno,
 // while pidns mode, whose PID 1 needs no subreaper, still works.

@@ -1,6 +1,6 @@
 package test
 
-// Transparency (SPEC.md promise 2; DESIGN traps 15, 16, 19; issue 10): the
+// Transparency (README.md "What the runner inherits"; issue 10): the
 // runner gets the caller's descriptors at their numbers, its arguments,
 // environment and paths byte for byte, and its blocked signal mask, in every
 // mode and on both of corral's start paths.
@@ -228,7 +228,7 @@ func parseBytes(t *testing.T, out string) bytesReport {
 
 // Arguments, environment names and values, the runner's path, the working
 // directory and the --state path cross corral exactly, in whatever encoding
-// (DESIGN trap 15: JSON would turn \xff into U+FFFD).
+// (JSON, for one, would turn \xff into U+FFFD).
 func TestBytesCrossExactly(t *testing.T) {
 	forEachModeAndPath(t, func(t *testing.T, m mode, pathOpts []string) {
 		e := newEnv(t, m)

@@ -1,6 +1,27 @@
 package main
 
-const helpText = `corral runs one command (the runner) inside a process boundary and owns
+import (
+	"strconv"
+	"strings"
+
+	"github.com/corral-sh/corral/internal/exitstatus"
+)
+
+// helpText is what --help prints. The exit statuses in it are filled in
+// from package exitstatus, so that the text cannot disagree with them;
+// only when asked, so that a launch does not pay for it.
+func helpText() string {
+	return strings.NewReplacer(
+		"{setup}", strconv.Itoa(exitstatus.Setup),
+		"{timeout}", strconv.Itoa(exitstatus.Timeout),
+		"{signal}", strconv.Itoa(exitstatus.SignalBase),
+		"{notfound}", strconv.Itoa(exitstatus.NotFound),
+		"{notexec}", strconv.Itoa(exitstatus.NotExecutable),
+		"{usage}", strconv.Itoa(exitstatus.Usage),
+	).Replace(helpTemplate)
+}
+
+const helpTemplate = `corral runs one command (the runner) inside a process boundary and owns
 every process it creates: each descendant, however it detaches, is adopted,
 reaped, and killed when the runner ends. The runner's stdio and exit status
 pass through untouched; it starts with no capabilities and no_new_privs.
@@ -34,7 +55,7 @@ Options:
   --config PATH        an OCI runtime-spec config.json (see 'corral spec')
 
 Sandbox policy (for RUNNER and everything it starts; a kernel that cannot
-enforce what is asked is an error, 125, never a run without it):
+enforce what is asked is an error, {setup}, never a run without it):
   --writable PATH      RUNNER may create, change and delete only beneath PATH;
                          elsewhere the filesystem is read-only for it
                          (Landlock); repeatable
@@ -45,7 +66,7 @@ enforce what is asked is an error, 125, never a run without it):
   --isolate-ipc        RUNNER's tree cannot signal any process outside it
                          (corral included) nor connect to an abstract Unix
                          socket outside it (Landlock ABI 6, Linux 6.12)
-  --timeout SECONDS    after SECONDS cancel the run as by SIGTERM, then exit 124
+  --timeout SECONDS    after SECONDS cancel the run as by SIGTERM, then exit {timeout}
                          [CORRAL_TIMEOUT_SECONDS]
   --die-with-parent    cancel the run as by SIGTERM when corral's parent exits
 
@@ -61,9 +82,9 @@ tree; a second one skips the rest of the grace); other signals, SIGHUP
 included, go to RUNNER alone. A signal ignored when corral starts stays
 ignored.
 
-Exit status: RUNNER's own; 128+N if it was killed by signal N; 127 if RUNNER
-was not found and 126 if it could not be executed ("runner exec failed");
-2 for a usage error; 125 if corral's own setup failed; 124 if --timeout
+Exit status: RUNNER's own; {signal}+N if it was killed by signal N; {notfound} if RUNNER
+was not found and {notexec} if it could not be executed ("runner exec failed");
+{usage} for a usage error; {setup} if corral's own setup failed; {timeout} if --timeout
 ended the run.
 
 Examples:

@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/corral-sh/corral/cmd/corral/internal/early"
+	"github.com/corral-sh/corral/internal/exitstatus"
 	"github.com/corral-sh/corral/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -17,10 +18,9 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
 
-const (
-	exitUsage = 2
-	exitSetup = 125
-)
+// exitUsage is exitstatus.Usage under the name the option parser's tests
+// know; new code uses exitstatus.Usage.
+const exitUsage = exitstatus.Usage
 
 func main() {
 	// corral re-executes itself for the roles that need a fresh process
@@ -34,26 +34,14 @@ func main() {
 	}
 	if err := warmPoller(); err != nil {
 		fmt.Fprintf(os.Stderr, "corral: %v\n", err)
-		os.Exit(exitSetup)
+		os.Exit(exitstatus.Setup)
 	}
 	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 }
 
-// subcommands are the commands that do not run a runner (see also package
-// early, which must agree).
-var subcommands = map[string]bool{"version": true, "probe": true, "spec": true}
-
 func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "version":
-			fmt.Fprintf(stdout, "corral %s\n", version)
-			return 0
-		case "probe":
-			return runProbe(args[1:], stdout, stderr)
-		case "spec":
-			return runSpec(args[1:], stdout, stderr)
-		}
+	if len(args) > 0 && early.IsSubcommand(args[0]) {
+		return subcommand(args[0])(args[1:], stdout, stderr)
 	}
 	opts, notes, err := parseRunNoted(args, lookup)
 	if err != nil && early.Signals != nil {
@@ -62,11 +50,11 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 	}
 	switch {
 	case err == errHelp:
-		fmt.Fprint(stdout, helpText)
+		fmt.Fprint(stdout, helpText())
 		return 0
 	case err != nil:
 		fmt.Fprintf(stderr, "usage: %v\nRun 'corral --help' for the options.\n", err)
-		return exitUsage
+		return exitstatus.Usage
 	}
 	opts.Stderr = stderr
 	if opts.Verbose {
@@ -83,10 +71,30 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		}
 		fmt.Fprintf(stderr, "corral: %v\n", err)
 		if status == 0 {
-			status = exitSetup
+			status = exitstatus.Setup
 		}
 	}
 	return status
+}
+
+// subcommand is the handler of each subcommand package early lists (the
+// one list of them); nil for any other name.
+func subcommand(name string) func(args []string, stdout, stderr io.Writer) int {
+	switch name {
+	case early.Version:
+		return runVersion
+	case early.Probe:
+		return runProbe
+	case early.Spec:
+		return runSpec
+	}
+	return nil
+}
+
+// runVersion prints the version; it takes no arguments and ignores any.
+func runVersion(_ []string, stdout, _ io.Writer) int {
+	fmt.Fprintf(stdout, "corral %s\n", version)
+	return 0
 }
 
 // warmPoller makes the Go runtime create its poller (an epoll and an

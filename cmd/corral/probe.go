@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/corral-sh/corral/internal/exitstatus"
 	"github.com/corral-sh/corral/sandbox"
 )
 
@@ -15,7 +16,7 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "usage: corral probe [--json]")
-		return exitUsage
+		return exitstatus.Usage
 	}
 	report := sandbox.Probe()
 	if *asJSON {

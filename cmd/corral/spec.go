@@ -2,10 +2,11 @@ package main
 
 import (
 	"fmt"
-	"github.com/corral-sh/corral/internal/bounds"
 	"io"
 
 	"github.com/corral-sh/corral/cmd/corral/internal/ociconfig"
+	"github.com/corral-sh/corral/internal/bounds"
+	"github.com/corral-sh/corral/internal/exitstatus"
 )
 
 // runSpec prints the config.json that reproduces corral's defaults (see
@@ -13,16 +14,16 @@ import (
 func runSpec(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		fmt.Fprintf(stderr, "usage: corral spec takes no arguments, got %s\nRun 'corral --help' for the options.\n", bounds.Quote(args[0]))
-		return exitUsage
+		return exitstatus.Usage
 	}
 	data, err := ociconfig.Default()
 	if err != nil {
 		fmt.Fprintf(stderr, "corral: spec: %v\n", err)
-		return 1
+		return exitstatus.Failure
 	}
 	if _, err := stdout.Write(data); err != nil {
 		fmt.Fprintf(stderr, "corral: spec: %v\n", err)
-		return 1
+		return exitstatus.Failure
 	}
 	return 0
 }

@@ -47,7 +47,7 @@ func FloatNoted(flagValue string, flagSet bool, envNames []string, lookup func(s
 				// without unsetting; it must not shadow a lower-precedence name.
 				continue
 			}
-			// Python's float(), which the seed used, ignores surrounding
+			// Python's float(), which the supervisor corral replaces used, ignores surrounding
 			// whitespace; values copied into YAML manifests often carry some.
 			v, err := parse(strings.TrimSpace(raw))
 			if err != nil {

@@ -17,7 +17,7 @@ func env(vars map[string]string) func(string) (string, bool) {
 
 const seedVar = "SUPERVISOR_FLOAT"
 
-// TestSeedBoundedFloat mirrors the seed's _bounded_float cases exactly
+// TestSeedBoundedFloat mirrors the Python supervisor's _bounded_float cases exactly
 // (default 2, bounds [1, 3]).
 func TestSeedBoundedFloat(t *testing.T) {
 	for _, tc := range []struct {
@@ -50,7 +50,7 @@ func TestFloatEnv(t *testing.T) {
 		// The first set name wins even when it is malformed: falling through
 		// to the legacy name would make a typo silently pick another value.
 		{"malformed first name gives default", map[string]string{"CORRAL_GRACE_SECONDS": "abc", "HERMES_CLI_PROCESS_GRACE_SECONDS": "3"}, 10},
-		{"seed manifest 999 clamps", map[string]string{"HERMES_CLI_PROCESS_GRACE_SECONDS": "999"}, 30},
+		{"HERMES manifest 999 clamps", map[string]string{"HERMES_CLI_PROCESS_GRACE_SECONDS": "999"}, 30},
 		{"below min clamps", map[string]string{"CORRAL_GRACE_SECONDS": "-5"}, 0},
 		{"whitespace tolerated", map[string]string{"CORRAL_GRACE_SECONDS": " 7\n"}, 7},
 		{"NaN gives default", map[string]string{"CORRAL_GRACE_SECONDS": "NaN"}, 10},

@@ -2,8 +2,9 @@
 // it can trust: a command-line flag, else the first set environment variable
 // from a precedence list, else a default, always clamped into a closed range.
 //
-// The rules mirror the seed supervisor's _bounded_float, with one split that
-// the seed did not need: a flag is typed by the person starting corral, so a
+// The rules mirror _bounded_float of the Python supervisor corral replaces
+// (whose HERMES_CLI_PROCESS_* variables it still reads, README.md "Usage"),
+// with one split that the supervisor did not need: a flag is typed by the person starting corral, so a
 // malformed flag is reported (a usage error), while an environment value is
 // often inherited from far away, so a malformed one quietly falls back to the
 // default instead of refusing to start. Out-of-range values are clamped in

@@ -6,6 +6,9 @@ package exitstatus
 const (
 	// UnknownWait: a wait status that is neither an exit nor a signal.
 	UnknownWait = 1
+	// Failure: a subcommand could not do its job (corral spec could not
+	// write the config), as any command-line tool fails.
+	Failure = 1
 	// Usage: a malformed command line; stderr starts with "usage:".
 	Usage = 2
 	// Timeout: --timeout expired and the run was stopped.

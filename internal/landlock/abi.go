@@ -70,9 +70,15 @@ func fsRightsAt(abi int) uint64 {
 	return r
 }
 
+// Network rights (ABI 4).
+const (
+	netBindTCP    = unix.LANDLOCK_ACCESS_NET_BIND_TCP
+	netConnectTCP = unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+)
+
 func netRightsAt(abi int) uint64 {
 	if abi >= 4 {
-		return unix.LANDLOCK_ACCESS_NET_BIND_TCP | unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+		return netBindTCP | netConnectTCP
 	}
 	return 0
 }
@@ -98,7 +104,7 @@ var fsNames = []struct {
 var netNames = []struct {
 	bit  uint64
 	name string
-}{{unix.LANDLOCK_ACCESS_NET_BIND_TCP, "bind_tcp"}, {unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, "connect_tcp"}}
+}{{netBindTCP, "bind_tcp"}, {netConnectTCP, "connect_tcp"}}
 
 var scopeNames = []struct {
 	bit  uint64
@@ -136,10 +142,6 @@ func (e *UnavailableError) Error() string {
 
 func (e *UnavailableError) Unwrap() error { return e.Errno }
 
-// Disabled tells "built in but switched off" (a boot parameter away) from
-// "not there".
-func (e *UnavailableError) Disabled() bool { return e.Errno == unix.EOPNOTSUPP }
-
 // ABIError means Landlock is there but too old for something asked of it.
 type ABIError struct {
 	What string // what was asked, e.g. "IPC isolation (signal and abstract Unix socket scopes)"
@@ -171,8 +173,15 @@ func ABI() (int, error) {
 type Info struct {
 	ABI    int
 	FS     []string // filesystem rights, e.g. "write_file", "truncate", "ioctl_dev"
-	Net    []string // network rights (corral handles none of them)
+	Net    []string // network rights: "bind_tcp", "connect_tcp" (ABI 4)
 	Scopes []string // "abstract_unix_socket", "signal"
+}
+
+// TCPPortRules reports whether the kernel's Landlock can limit TCP bind and
+// connect by port (ABI 4, Linux 6.7): whether a Policy with Net can be
+// enforced.
+func (i Info) TCPPortRules() bool {
+	return netRightsAt(min(i.ABI, knownABI)) == netBindTCP|netConnectTCP
 }
 
 // Describe reports the running kernel's Landlock, or an *UnavailableError.

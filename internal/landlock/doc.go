@@ -1,6 +1,6 @@
-// Package landlock confines the runner's filesystem access and IPC with
-// Landlock, on the runner's thread just before its execve, so the rules
-// hold for the runner and everything it starts. Landlock needs no privilege
+// Package landlock confines the runner's filesystem access, TCP ports and
+// IPC with Landlock, on the runner's thread just before its execve, so the
+// rules hold for the runner and everything it starts. Landlock needs no privilege
 // and no namespace, so it works in every corral mode and inside containers.
 //
 // It owns: reading the kernel's Landlock ABI (ABI, Describe, for `corral
@@ -20,7 +20,10 @@
 // created or removed directly in them, and an entry that appears in them
 // after Restrict is unreachable (Report.Split names them). With IsolateIPC
 // (ABI 6) the runner's tree can neither signal a process outside it nor
-// connect to an abstract Unix socket made outside it.
+// connect to an abstract Unix socket made outside it. With Net (ABI 4) TCP
+// bind and connect work only to the ports listed (none: no TCP at all),
+// in the same ruleset as the filesystem rules or alone; Info.TCPPortRules
+// says whether the kernel can.
 //
 // What the caller must do: lock its goroutine to the OS thread
 // (runtime.LockOSThread), set no_new_privs on that thread (or hold

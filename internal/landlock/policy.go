@@ -25,12 +25,35 @@ type Policy struct {
 	ReadOnly   bool     // nothing writable except the device exceptions; excludes Writable
 	Hide       []string // no access at all beneath these; wins over Writable
 	IsolateIPC bool     // no signals to, and no abstract Unix sockets of, processes outside (ABI 6)
+	// Net, when set, limits TCP bind and connect to the ports it lists
+	// (ABI 4); nil leaves the network alone. It composes with the
+	// filesystem rules in one ruleset, and works without them.
+	Net *NetPolicy
+}
+
+// NetPolicy is the Landlock half of the network policy in subreaper mode:
+// TCP bind(2) and connect(2) fail with EACCES except to the ports listed.
+// An empty NetPolicy denies every TCP bind and connect (--net none). With
+// the proxy, ConnectTCP holds the proxy's port and the --host-port ports,
+// and BindTCP the --publish ports.
+//
+// Landlock sees ports only: a connect to an allowed port number reaches it
+// on any host (the residual the caller documents), and UDP, raw and other
+// sockets are untouched (seccomp's SocketRules keep them from being
+// created). A port of 0 in BindTCP allows bind(2) to port 0, which the
+// kernel turns into a free port of the ephemeral range
+// (net.ipv4.ip_local_port_range); without it such a bind fails. The port a
+// connect(2) or listen(2) on an unbound socket takes for itself is not a
+// bind(2) and no rule governs it.
+type NetPolicy struct {
+	ConnectTCP []uint16
+	BindTCP    []uint16
 }
 
 func (p Policy) restrictsFS() bool { return len(p.Writable) > 0 || p.ReadOnly || len(p.Hide) > 0 }
 
 // Active reports whether p restricts anything.
-func (p Policy) Active() bool { return p.restrictsFS() || p.IsolateIPC }
+func (p Policy) Active() bool { return p.restrictsFS() || p.IsolateIPC || p.Net != nil }
 
 // PolicyError is a policy that cannot be applied as given: a path that does
 // not exist or cannot be used, or options that contradict each other. It is
@@ -156,7 +179,36 @@ type rule struct {
 
 type plan struct {
 	rules []rule
-	split []string // directories left without rights of their own
+	split []string   // directories left without rights of their own
+	ports []portRule // TCP ports, in the order first named
+}
+
+// portRule is one LANDLOCK_RULE_NET_PORT rule: rights on a TCP port.
+type portRule struct {
+	port   uint16
+	rights uint64
+}
+
+// portRules merges the ports of n into one rule a port.
+func portRules(n *NetPolicy) []portRule {
+	if n == nil {
+		return nil
+	}
+	var out []portRule
+	at := map[uint16]int{}
+	add := func(ports []uint16, right uint64) {
+		for _, p := range ports {
+			if i, ok := at[p]; ok {
+				out[i].rights |= right
+				continue
+			}
+			at[p] = len(out)
+			out = append(out, portRule{port: p, rights: right})
+		}
+	}
+	add(n.ConnectTCP, netConnectTCP)
+	add(n.BindTCP, netBindTCP)
+	return out
 }
 
 // plan lays out the rules. A hidden path H is carved out by granting on
@@ -167,8 +219,9 @@ func (r resolved) plan() (plan, error) {
 	var pl planner
 	pl.hide = r.hide
 	pl.index = map[string]int{}
+	ports := portRules(r.p.Net)
 	if !r.p.restrictsFS() {
-		return plan{}, nil
+		return plan{ports: ports}, nil
 	}
 	switch {
 	case len(r.writable) > 0:
@@ -198,7 +251,7 @@ func (r resolved) plan() (plan, error) {
 			return plan{}, err
 		}
 	}
-	return plan{rules: pl.rules, split: pl.split}, nil
+	return plan{rules: pl.rules, split: pl.split, ports: ports}, nil
 }
 
 type planner struct {

@@ -17,7 +17,7 @@ func Preview(p Policy) (Report, error) {
 	if err != nil || pl == nil {
 		return rep, err
 	}
-	rep.Rules = len(pl.rules)
+	rep.Rules = len(pl.rules) + len(pl.ports)
 	return rep, nil
 }
 

@@ -13,6 +13,7 @@ import (
 type Report struct {
 	ABI    int
 	FS     []string // filesystem rights handled (denied unless a rule grants them)
+	Net    []string // network rights handled: "bind_tcp", "connect_tcp"
 	Scopes []string // IPC scopes in force
 	// NotEnforced names what the policy implies but this kernel's Landlock
 	// cannot enforce; the rest is enforced. The caller says it once.
@@ -24,7 +25,7 @@ type Report struct {
 	// be created, renamed or removed directly in them, and entries that
 	// appear in them after Restrict are unreachable.
 	Split []string
-	Rules int // landlock_add_rule calls made
+	Rules int // landlock_add_rule calls made, filesystem and port rules
 }
 
 // Warning is NotEnforced as one line for stderr, or "".
@@ -67,6 +68,13 @@ func ruleset(p Policy, abi int) (rulesetAttr, Report, error) {
 		attr.scoped = ipcScopes
 		rep.Scopes = names(ipcScopes, scopeNames)
 	}
+	if p.Net != nil {
+		attr.handledNet = netRightsAt(k)
+		if attr.handledNet != netBindTCP|netConnectTCP {
+			return attr, rep, &ABIError{What: "TCP bind and connect rules by port", Need: 4, Have: abi}
+		}
+		rep.Net = names(attr.handledNet, netNames)
+	}
 	if p.restrictsFS() {
 		attr.handledFS = fsRightsAt(k)
 		rep.FS = names(attr.handledFS, fsNames)
@@ -89,6 +97,16 @@ func ruleset(p Policy, abi int) (rulesetAttr, Report, error) {
 	return attr, rep, nil
 }
 
+// ruleNetPort is LANDLOCK_RULE_NET_PORT, and netPortAttr its struct
+// landlock_net_port_attr (include/uapi/linux/landlock.h): the rights and a
+// port in host byte order.
+const ruleNetPort = 2
+
+type netPortAttr struct {
+	allowedAccess uint64
+	port          uint64
+}
+
 // Restrict enforces p on the calling OS thread and on everything it starts
 // from then on; it cannot be undone. The caller must have locked its
 // goroutine to the thread (runtime.LockOSThread), set no_new_privs on that
@@ -98,7 +116,7 @@ func ruleset(p Policy, abi int) (rulesetAttr, Report, error) {
 //
 // Errors: a *PolicyError when p itself is wrong (see Check); an
 // *UnavailableError when the kernel has no Landlock; an *ABIError when p
-// needs a newer one. A zero Policy restricts nothing and returns a zero
+// needs a newer one (IsolateIPC: 6; Net: 4). A zero Policy restricts nothing and returns a zero
 // Report. A right the kernel cannot enforce is no error: it is named in
 // Report.NotEnforced and the rest is enforced.
 //
@@ -128,6 +146,15 @@ func Restrict(p Policy) (Report, error) {
 		if added {
 			rep.Rules++
 		}
+	}
+
+	for _, pr := range pl.ports {
+		attr := netPortAttr{allowedAccess: pr.rights, port: uint64(pr.port)}
+		_, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, fd, ruleNetPort, uintptr(unsafe.Pointer(&attr)), 0, 0, 0)
+		if errno != 0 {
+			return rep, fmt.Errorf("landlock rule on TCP port %d: landlock_add_rule: %w", pr.port, errno)
+		}
+		rep.Rules++
 	}
 
 	_, _, errno = unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, fd, 0, 0)

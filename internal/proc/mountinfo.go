@@ -43,8 +43,11 @@ func UnescapeMountField(s string) (string, error) {
 
 // MountEntry is one line of /proc/PID/mountinfo (proc(5)).
 type MountEntry struct {
-	ID, Parent   int
-	Root         string // the path inside the filesystem that is mounted here
+	ID, Parent int
+	// Root is the path inside the filesystem that is mounted here, except
+	// for a namespace file (see NamespaceFile), where it is the name the
+	// kernel gives the namespace, such as "net:[4026532182]": no path.
+	Root         string
 	MountPoint   string
 	Options      []string // per mount: rw or ro, nosuid, nodev, noexec, ...
 	FSType       string
@@ -57,6 +60,37 @@ func (e MountEntry) ReadOnly() bool {
 	return slices.Contains(e.Options, "ro") || slices.Contains(e.SuperOptions, "ro")
 }
 
+// NamespaceFile reports whether the mount is a namespace file bound onto
+// a path (nsfs: what ip netns add, podman, CNI and systemd's
+// PrivateNetwork leave behind). Its Root is not a path, so a caller that
+// needs one skips the entry; its MountPoint is an ordinary path.
+func (e MountEntry) NamespaceFile() bool { return isNamespaceRoot(e.Root) }
+
+// isNamespaceRoot matches what nsfs shows as a mount's root
+// (fs/nsfs.c, nsfs_show_path: "%s:[%lu]", the namespace type and the
+// inode number): "net:[4026532182]", "mnt:[4026531841]".
+func isNamespaceRoot(s string) bool {
+	name, rest, ok := strings.Cut(s, ":[")
+	if !ok || name == "" || !strings.HasSuffix(rest, "]") {
+		return false
+	}
+	for _, c := range name {
+		if (c < 'a' || c > 'z') && c != '_' {
+			return false
+		}
+	}
+	ino := rest[:len(rest)-1]
+	if ino == "" {
+		return false
+	}
+	for _, c := range ino {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // ParseMountLine parses one line of mountinfo:
 //
 //	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
@@ -64,8 +98,9 @@ func (e MountEntry) ReadOnly() bool {
 // Fields are separated by exactly one space (the kernel escapes spaces,
 // tabs and newlines in paths, but not other bytes strings.Fields would
 // split on), the optional fields end at a lone "-", and the paths are
-// octal-escaped. Anything else is an error: a mount table read half right
-// could name the wrong directory.
+// octal-escaped. The root is an absolute path, or a namespace's name for
+// a namespace file (see NamespaceFile). Anything else is an error: a mount
+// table read half right could name the wrong directory.
 func ParseMountLine(line string) (MountEntry, error) {
 	fields := strings.Split(line, " ")
 	sep := slices.Index(fields, "-")
@@ -86,10 +121,11 @@ func ParseMountLine(line string) (MountEntry, error) {
 	if e.MountPoint, err = UnescapeMountField(fields[4]); err != nil {
 		return MountEntry{}, err
 	}
-	for _, p := range []string{e.Root, e.MountPoint} {
-		if !strings.HasPrefix(p, "/") || strings.IndexByte(p, 0) >= 0 {
-			return MountEntry{}, fmt.Errorf("root %q or mount point %q is not absolute", e.Root, e.MountPoint)
-		}
+	if !strings.HasPrefix(e.MountPoint, "/") || strings.IndexByte(e.MountPoint, 0) >= 0 {
+		return MountEntry{}, fmt.Errorf("mount point %q is not absolute", e.MountPoint)
+	}
+	if (!strings.HasPrefix(e.Root, "/") || strings.IndexByte(e.Root, 0) >= 0) && !isNamespaceRoot(e.Root) {
+		return MountEntry{}, fmt.Errorf("root %q is neither an absolute path nor a namespace file's name", e.Root)
 	}
 	e.Options = strings.Split(fields[5], ",")
 	if e.FSType, err = UnescapeMountField(fields[sep+1]); err != nil {

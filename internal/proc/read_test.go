@@ -27,9 +27,9 @@ func TestReadFileGrowsPastItsBuffer(t *testing.T) {
 	}
 }
 
-// SignalDescendants reaches grandchildren, wakes stopped ones so they act
+// SignalTree reaches grandchildren, wakes stopped ones so they act
 // on the signal, and counts only live processes.
-func TestSignalDescendantsReachesTheTree(t *testing.T) {
+func TestSignalTreeReachesTheTree(t *testing.T) {
 	// The shell runs two sleeps, stops one, and waits: TERM ends both.
 	cmd := exec.Command("/bin/sh", "-c", `sleep 30 & sleep 30 & kill -STOP $!; wait`)
 	if err := cmd.Start(); err != nil {
@@ -58,8 +58,8 @@ func TestSignalDescendantsReachesTheTree(t *testing.T) {
 	if !stopped {
 		t.Fatal("the shell did not start and stop its sleeps")
 	}
-	if n := SignalDescendants(shell, syscall.SIGTERM); n != 2 {
-		t.Fatalf("SignalDescendants found %d live processes, want 2", n)
+	if n, _ := SignalTree(shell, syscall.SIGTERM, nil); n != 2 {
+		t.Fatalf("SignalTree found %d live processes, want 2", n)
 	}
 	for time.Now().Before(deadline) {
 		live := 0

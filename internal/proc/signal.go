@@ -53,18 +53,12 @@ func sameProcess(pid int, start uint64) bool {
 	return err == nil && st.StartTime == start
 }
 
-// SignalDescendants walks the tree below root as Descendants does and
-// signals every live process as it finds it, with SIGCONT to stopped ones
-// unless sig is SIGKILL. It returns the number of live processes found.
-func SignalDescendants(root int, sig syscall.Signal) int {
-	n, _ := SignalTree(root, sig, nil)
-	return n
-}
-
-// SignalTree is SignalDescendants with a filter: want, when not nil, is
-// asked about every live process found and only those it accepts are
-// signalled. It returns the number of live processes found, and an error
-// (see Blinding) when part of the tree could not be seen.
+// SignalTree walks the tree below root as Descendants does and signals
+// every live process as it finds it, with SIGCONT to stopped ones unless
+// sig is SIGKILL. want, when not nil, is asked about every live process
+// found and only those it accepts are signalled. It returns the number of
+// live processes found, and an error (see Blinding) when part of the tree
+// could not be seen.
 //
 // It opens each child's pidfd first and reads its stat second: the stat
 // that proves the process is the parent's child then also proves the pidfd

@@ -22,7 +22,7 @@ func pids(stats []Stat) []int {
 	return out
 }
 
-// The seed's tree: 10 → 11 → 12 (a zombie), and an unrelated 20.
+// The Python supervisor's test tree: 10 → 11 → 12 (a zombie), and an unrelated 20.
 func TestDescendantsSeedTree(t *testing.T) {
 	table := Table{
 		10: {PID: 10, PPID: 1, StartTime: 1, State: 'S'},

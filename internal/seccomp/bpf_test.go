@@ -308,7 +308,7 @@ func TestLongProgram(t *testing.T) {
 		rules[i] = Rule{Syscall: uintptr(i), Match: AnyBits, Arg: i % 6, Value: 1 << (i % 64), Errno: unix.Errno(1 + i%100)}
 	}
 	p := platforms["amd64"]
-	prog, err := assemble([]block{{p.native, rules}, {p.compat[0], terminalRules(p.compat[0])}})
+	prog, err := assemble([]block{{abi: p.native, rules: rules}, {abi: p.compat[0], rules: terminalRules(p.compat[0])}})
 	if err != nil {
 		t.Fatal(err)
 	}

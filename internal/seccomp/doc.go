@@ -3,13 +3,16 @@
 //
 // It owns three things:
 //
-//   - DenyTerminalInjection: the filter corral puts on the runner's thread
+//   - RunnerFilter: the one filter corral puts on the runner's thread
 //     just before its execve, so that ioctl(TIOCSTI) and ioctl(TIOCLINUX)
 //     fail with EPERM for the runner and everything it starts (the
 //     CVE-2017-5226 class: a sandboxed command queueing input into the
-//     caller's shell). It covers every system-call entry point of the
+//     caller's shell), and, with SocketRules, so that only the sockets a
+//     network policy admits can be created (AF_UNIX, AF_NETLINK, and TCP
+//     when asked). It covers every system-call entry point of the
 //     architecture corral runs on (x86_64, its x32 numbers and the i386
 //     compat entry on amd64; AArch64 and the AArch32 compat entry on arm64).
+//     DenyTerminalInjection is RunnerFilter without socket rules.
 //   - Build: a small general builder ("syscall X fails with errno E, always
 //     or when an argument matches") for narrow filters such as test jails.
 //   - InstallOnThread and Probe: installing a program on the calling thread

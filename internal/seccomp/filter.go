@@ -53,7 +53,14 @@ type abi struct {
 	nrMask uint32
 	// ioctl lists the numbers of ioctl(2) at this entry point.
 	ioctl []uint32
+	// The calls SocketRules govern, or noCall where the entry point has
+	// none: socket(2), socketpair(2), the multiplexer socketcall(2) and
+	// io_uring_setup(2).
+	socket, socketpair, socketcall, ioUringSetup uint32
 }
+
+// noCall marks a system call an entry point does not have.
+const noCall = ^uint32(0)
 
 type platform struct {
 	native abi
@@ -63,15 +70,27 @@ type platform struct {
 	compat []abi
 }
 
+// The numbers come from each architecture's system-call table
+// (arch/x86/entry/syscalls/syscall_64.tbl and syscall_32.tbl,
+// include/uapi/asm-generic/unistd.h, arch/arm/tools/syscall.tbl);
+// io_uring_setup is 425 everywhere, as every call added since Linux 5.1.
 var platforms = map[string]platform{
 	"amd64": {
 		// 16 is ioctl; 514 (with the x32 bit) is x32's own compat ioctl.
-		native: abi{name: "x86_64", audit: unix.AUDIT_ARCH_X86_64, nrMask: ^uint32(x32Bit), ioctl: []uint32{16, 514}},
-		compat: []abi{{name: "i386", audit: unix.AUDIT_ARCH_I386, ioctl: []uint32{54}}},
+		// x32 shares socket (41) and socketpair (53) with x86_64.
+		native: abi{name: "x86_64", audit: unix.AUDIT_ARCH_X86_64, nrMask: ^uint32(x32Bit), ioctl: []uint32{16, 514},
+			socket: 41, socketpair: 53, socketcall: noCall, ioUringSetup: 425},
+		compat: []abi{{name: "i386", audit: unix.AUDIT_ARCH_I386, ioctl: []uint32{54},
+			socket: 359, socketpair: 360, socketcall: 102, ioUringSetup: 425}},
 	},
 	"arm64": {
-		native: abi{name: "aarch64", audit: unix.AUDIT_ARCH_AARCH64, ioctl: []uint32{29}},
-		compat: []abi{{name: "arm", audit: unix.AUDIT_ARCH_ARM, ioctl: []uint32{54}}},
+		native: abi{name: "aarch64", audit: unix.AUDIT_ARCH_AARCH64, ioctl: []uint32{29},
+			socket: 198, socketpair: 199, socketcall: noCall, ioUringSetup: 425},
+		// 102 is socketcall in the old ARM ABI only; arm64 runs EABI
+		// tasks, which do not have it, so refusing it costs nothing and
+		// holds should a kernel ever route it.
+		compat: []abi{{name: "arm", audit: unix.AUDIT_ARCH_ARM, ioctl: []uint32{54},
+			socket: 281, socketpair: 288, socketcall: 102, ioUringSetup: 425}},
 	},
 }
 
@@ -102,31 +121,85 @@ func build(goarch string, rules []Rule) ([]unix.SockFilter, error) {
 			return nil, fmt.Errorf("seccomp rule %d: %w", i, err)
 		}
 	}
-	return assemble([]block{{p.native, rules}})
+	return assemble([]block{{abi: p.native, rules: rules}})
 }
 
 // DenyTerminalInjection returns the filter corral installs on the runner's
-// thread: ioctl with request TIOCSTI or TIOCLINUX fails with EPERM at every
-// entry point of the architecture, and everything else is allowed.
+// thread when the run has no network policy: RunnerFilter(RunnerRules{}).
+func DenyTerminalInjection() ([]unix.SockFilter, error) {
+	return RunnerFilter(RunnerRules{})
+}
+
+// RunnerRules is what the runner's filter enforces beyond what it always
+// does (ioctl with request TIOCSTI or TIOCLINUX fails with EPERM). One
+// filter holds all of it: the runner's thread installs it once.
+type RunnerRules struct {
+	// Sockets limits the sockets the runner may create; nil leaves them
+	// alone (--net host).
+	Sockets *SocketRules
+}
+
+// SocketRules is the seccomp half of the network policy in subreaper mode,
+// where there is no network namespace. seccomp sees the integer arguments
+// of socket(2), never the address of a connect or bind (a pointer), so it
+// decides which kinds of socket may exist, and Landlock's network rights
+// (ABI 4+) decide the TCP ports.
 //
-// Only the low 32 bits of the request are compared, as the kernel does
+// socket(domain, type, protocol) fails with EACCES unless domain is
+// AF_UNIX or AF_NETLINK, or, with AllowTCP, domain is AF_INET or AF_INET6,
+// type is SOCK_STREAM (SOCK_NONBLOCK and SOCK_CLOEXEC aside) and protocol
+// is 0 or IPPROTO_TCP. Only the low 32 bits of each argument are compared:
+// the kernel takes them as ints. The protocol matters: Landlock's rights
+// cover TCP only, and SOCK_STREAM with IPPROTO_SCTP or IPPROTO_MPTCP would
+// be a stream socket no port rule governs.
+//
+// socketpair(2) works for AF_UNIX (the only family that implements it) and
+// fails with EACCES for any other. io_uring_setup(2) fails with ENOSYS, as
+// on a kernel without io_uring, so programs fall back to plain system
+// calls: an io_uring socket operation creates a socket without a
+// socket(2) call for the filter to see.
+//
+// socketcall(2), the i386 multiplexer every socket call of the 32-bit x86
+// ABI can go through, fails with EACCES whatever it is asked: its
+// arguments lie in memory, where a filter cannot read them. musl tries the
+// direct calls (socket is 359 there, filtered as above) first and only
+// falls back to socketcall on ENOSYS, so its 32-bit programs keep AF_UNIX;
+// glibc built for kernels before 4.3 (the usual i386 build) uses socketcall
+// only, so its 32-bit programs get no sockets at all, AF_UNIX included.
+// That is the fail-closed side of a corner: 32-bit x86 programs under a
+// network policy.
+type SocketRules struct {
+	// AllowTCP admits TCP sockets over IPv4 and IPv6 (--allow-net,
+	// --host-port, --publish); which ports they reach is Landlock's to say.
+	AllowTCP bool
+}
+
+// RunnerFilter returns the filter corral installs on the runner's thread
+// just before its execve: the terminal-injection rules, and the socket
+// rules when r asks for them, at every entry point of the architecture.
+//
+// Only the low 32 bits of ioctl's request are compared, as the kernel does
 // (ioctl's cmd is an unsigned int): 0xffffffff00005412 is TIOCSTI too. The
 // compat entry points are covered rather than refused, so 32-bit programs
 // keep working under corral. An arch value this architecture's kernel never
 // produces is allowed: every entry point it has is listed, and refusing
 // unknown ones would only break the runner should a kernel grow a new one.
-func DenyTerminalInjection() ([]unix.SockFilter, error) {
-	return terminalFilter(runtime.GOARCH)
+func RunnerFilter(r RunnerRules) ([]unix.SockFilter, error) {
+	return runnerFilter(runtime.GOARCH, r)
 }
 
 func terminalFilter(goarch string) ([]unix.SockFilter, error) {
+	return runnerFilter(goarch, RunnerRules{})
+}
+
+func runnerFilter(goarch string, r RunnerRules) ([]unix.SockFilter, error) {
 	p, err := platformFor(goarch)
 	if err != nil {
 		return nil, err
 	}
-	blocks := []block{{p.native, terminalRules(p.native)}}
+	blocks := []block{{abi: p.native, rules: terminalRules(p.native), sockets: r.Sockets}}
 	for _, c := range p.compat {
-		blocks = append(blocks, block{c, terminalRules(c)})
+		blocks = append(blocks, block{abi: c, rules: terminalRules(c), sockets: r.Sockets})
 	}
 	return assemble(blocks)
 }
@@ -169,8 +242,9 @@ func (r Rule) check(a abi) error {
 }
 
 type block struct {
-	abi   abi
-	rules []Rule
+	abi     abi
+	rules   []Rule
+	sockets *SocketRules // nil: no socket rules
 }
 
 // assemble lays out: load arch; for each block, "arch matches → jump to its
@@ -234,7 +308,58 @@ func (b block) emit(a *asm) {
 		a.stmt(opRet, retErrno(r.Errno))
 		a.bind(skip)
 	}
+	if b.sockets != nil {
+		b.emitSockets(a)
+	}
 	a.stmt(opRet, unix.SECCOMP_RET_ALLOW)
+}
+
+// emitSockets lays out the socket rules after the block's other rules, with
+// the syscall number in the accumulator; a call they do not concern falls
+// through to the block's final allow.
+func (b block) emitSockets(a *asm) {
+	sock, pair, deny, allow := a.label(), a.label(), a.label(), a.label()
+	a.jump(opJeq, b.abi.socket, sock, next)
+	a.jump(opJeq, b.abi.socketpair, pair, next)
+	if b.abi.socketcall != noCall {
+		a.jump(opJeq, b.abi.socketcall, deny, next)
+	}
+	rest := a.label()
+	a.jump(opJeq, b.abi.ioUringSetup, next, rest)
+	a.stmt(opRet, retErrno(unix.ENOSYS))
+	a.bind(rest)
+	a.ja(allow)
+
+	domain, _ := argOffsets(b.abi, 0)
+	typ, _ := argOffsets(b.abi, 1)
+	proto, _ := argOffsets(b.abi, 2)
+
+	a.bind(sock)
+	a.stmt(opLd, domain)
+	a.jump(opJeq, unix.AF_UNIX, allow, next)
+	if !b.sockets.AllowTCP {
+		a.jump(opJeq, unix.AF_NETLINK, allow, deny)
+	} else {
+		inet := a.label()
+		a.jump(opJeq, unix.AF_NETLINK, allow, next)
+		a.jump(opJeq, unix.AF_INET, inet, next)
+		a.jump(opJeq, unix.AF_INET6, inet, deny)
+		a.bind(inet)
+		a.stmt(opLd, typ)
+		a.stmt(opAnd, ^uint32(unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC))
+		a.jump(opJeq, unix.SOCK_STREAM, next, deny)
+		a.stmt(opLd, proto)
+		a.jump(opJeq, 0, allow, next)
+		a.jump(opJeq, unix.IPPROTO_TCP, allow, deny)
+	}
+
+	a.bind(pair)
+	a.stmt(opLd, domain)
+	a.jump(opJeq, unix.AF_UNIX, allow, deny)
+
+	a.bind(deny)
+	a.stmt(opRet, retErrno(unix.EACCES))
+	a.bind(allow)
 }
 
 // argOffsets gives the offsets of the low and high 32-bit halves of

@@ -23,7 +23,7 @@ type Document = reaper.Document
 // zeros and give the field a varying width.
 const timeLayout = "2006-01-02T15:04:05.000000Z"
 
-// warnPrefix is what the seed's tests, and anyone grepping logs, look for.
+// warnPrefix is what the tests in test/, and anyone grepping logs, look for.
 const warnPrefix = "corral: process state unavailable: "
 
 // maxCreateAttempts bounds the retries on a taken temp name. A collision is

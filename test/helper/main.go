@@ -840,8 +840,8 @@ func cmdDenyNamespaces(fs *flag.FlagSet) func(*common) error {
 // sets pids.max there to what is in use, and lets the kernel carry the
 // clone out (SECCOMP_USER_NOTIF_FLAG_CONTINUE): it fails with the kernel's
 // own EAGAIN. The program's other threads stay where they were, so its Go
-// runtime can still start threads: a Go program that cannot dies (DESIGN
-// trap 14), which is not what this is for.
+// runtime can still start threads: a Go program that cannot dies (a
+// fatal error, not an error value), which is not what this is for.
 func cmdPidsFullAtClone(fs *flag.FlagSet) func(*common) error {
 	cgroup := fs.String("cgroup", "", "pids cgroup directory")
 	inner := fs.Bool("inner", false, "internal: the process that becomes PATH")

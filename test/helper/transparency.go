@@ -1,6 +1,6 @@
 package main
 
-// Commands for the transparency tests (SPEC.md "Transparency"): what the
+// Commands for the transparency tests (README.md "What the runner inherits"): what the
 // runner received, reported byte for byte, and a caller that blocks signals.
 
 import (

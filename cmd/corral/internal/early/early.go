@@ -20,9 +20,23 @@ import (
 // or a test binary.
 var Signals *reaper.Signals
 
-// subcommands do not run a runner; they keep the signal dispositions of a
-// plain command-line tool.
-var subcommands = map[string]bool{"version": true, "probe": true, "spec": true}
+// The subcommands: commands that do not run a runner. They keep the signal
+// dispositions of a plain command-line tool. This is corral's one list of
+// them: main dispatches by these names, and only for a name listed here.
+const (
+	Version = "version"
+	Probe   = "probe"
+	Spec    = "spec"
+)
+
+// IsSubcommand reports whether name is a subcommand.
+func IsSubcommand(name string) bool {
+	switch name {
+	case Version, Probe, Spec:
+		return true
+	}
+	return false
+}
 
 func init() {
 	if len(os.Args) == 2 && strings.HasPrefix(os.Args[0], "corral [") { // a stage: see package sandbox
@@ -31,7 +45,7 @@ func init() {
 	if strings.HasSuffix(os.Args[0], ".test") {
 		return
 	}
-	if args := os.Args[1:]; len(args) == 0 || !subcommands[args[0]] {
+	if args := os.Args[1:]; len(args) == 0 || !IsSubcommand(args[0]) {
 		Signals = reaper.CatchSignals()
 	}
 }
