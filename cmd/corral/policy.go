@@ -17,7 +17,7 @@ import (
 	"github.com/corral-sh/corral/sandbox"
 )
 
-// The sandbox policy's options (README.md, "Sandbox policy").
+// The sandbox policy's options (README.md, "Sandboxing a command").
 
 var envTimeout = []string{"CORRAL_TIMEOUT_SECONDS"}
 
