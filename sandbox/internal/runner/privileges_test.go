@@ -22,4 +22,3 @@ func TestParseStatus(t *testing.T) {
 		t.Fatal("parseStatus accepted a malformed set")
 	}
 }
-
