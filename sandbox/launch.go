@@ -2,12 +2,23 @@ package sandbox
 
 import (
 	"errors"
-	"fmt"
 	"os"
 
-	"github.com/corral-sh/corral/reaper/statefile"
+	"github.com/corral-sh/corral/internal/exitstatus"
+	"github.com/corral-sh/corral/internal/proc"
 	"github.com/corral-sh/corral/reaper"
+	"github.com/corral-sh/corral/sandbox/internal/probe"
+	"github.com/corral-sh/corral/sandbox/internal/runner"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
+	"github.com/corral-sh/corral/sandbox/internal/supervise"
 )
+
+// host is the host side of one run: the process Launch runs in.
+type host struct {
+	*stage.Proc
+	plan   stage.Plan
+	parent *ParentWatch
+}
 
 // Launch runs the runner contained as o asks and returns the status corral
 // exits with. A *SetupError means corral's own setup failed (status 125).
@@ -15,99 +26,50 @@ func Launch(o Options) (int, error) {
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
-	if err := o.startPolicy(); err != nil { // policy.go
-		return 125, err
+	plan, err := o.plan()
+	if err != nil {
+		return exitstatus.Setup, err
 	}
-	switch o.Mode {
+	h := &host{Proc: stage.NewProc(o.Stderr, o.Verbose, stage.Inherited(), o.Signals), plan: plan, parent: o.Parent}
+	if err := h.startPolicy(); err != nil { // policy.go
+		return exitstatus.Setup, err
+	}
+	switch plan.Mode {
 	case ModeSubreaper:
-		if o.Namespaces.any() {
-			return 125, &SetupError{Step: "subreaper mode", Err: errors.New("namespaces were requested (--net, --config linux.namespaces or hostname)"),
-				Hint: "only pidns mode can create them: use --mode pidns or --mode auto"}
-		}
-		return runSubreaper(&o, "")
+		return h.runSubreaper("")
 	case ModePidns:
-		status, err := runPidns(&o)
-		return status, err
+		return h.runPidns() // pidns.go
 	default:
-		status, err := runPidns(&o)
-		var unavailable *unavailableError
+		status, err := h.runPidns()
+		var unavailable *probe.UnavailableError
 		if !errors.As(err, &unavailable) {
 			return status, err
 		}
-		if o.Namespaces.any() {
+		if plan.Namespaces.Any() {
 			// Only a namespace can honour the request: no fallback.
-			return 125, unavailable.SetupError
+			return exitstatus.Setup, unavailable.SetupError
 		}
-		return runSubreaper(&o, "pidns unavailable: "+unavailable.SetupError.Error())
+		return h.runSubreaper("pidns unavailable: " + unavailable.SetupError.Error())
 	}
 }
 
-// unavailableError says pidns mode could not be set up and nothing of the
-// runner has started, so falling back loses nothing.
-type unavailableError struct{ *SetupError }
-
-// Unwrap makes the SetupError itself, not only its cause, visible to
-// errors.As.
-func (u *unavailableError) Unwrap() error { return u.SetupError }
-
-func (o *Options) logf(format string, a ...any) {
-	if o.Verbose {
-		o.signals().WaitUrgent() // a closed stderr must not kill corral
-		fmt.Fprintf(o.Stderr, "corral: "+format+"\n", a...)
-	}
-}
-
-// runEngine runs the reaper engine in this process.
-func runEngine(o *Options, ownsNamespace bool) (int, error) {
-	o.prepareStart()
-	// After the start is prepared, so that the starter thread drops the
-	// runner's privileges meanwhile; before the engine, which never sees
-	// a runner outside it.
-	o.startCgroup()        // cgroup.go; already under way where the caller started it
-	defer o.removeCgroup() // whatever ends the run: setup failure, cancel, teardown
-	var state *statefile.Writer
-	if o.StatePath != "" {
-		state = statefile.Open(o.StatePath, o.Stderr)
-		defer state.Close()
-	}
-	var logf func(string, ...any)
-	if o.Verbose {
-		logf = o.logf
-	}
-	res, err := reaper.Run(reaper.Config{
-		Start:         func() (int, error) { return startRunner(o) },
-		Grace:         o.Grace,
-		Poll:          o.Poll,
-		Timeout:       o.Timeout,
-		State:         stateWriter(state),
-		Signals:       o.signals(),
-		StartHolds:    true,
-		OwnsNamespace: ownsNamespace,
-		OwnsProcess:   true,
-		KillAll:       o.killAll(),
-		JobControl:    o.jobs,
-		Stderr:        o.Stderr,
-		Logf:          logf,
-	})
-	if err != nil {
-		return 125, err
-	}
-	return res.ExitCode, nil
-}
-
-func runSubreaper(o *Options, why string) (int, error) {
+// runSubreaper runs the engine in this process: the host side is the
+// engine's process, and the process the caller's shell waits on.
+func (h *host) runSubreaper(why string) (int, error) {
 	if why == "" {
 		why = "as asked"
 	}
-	if os.Getpid() == 1 {
+	if proc.PID1() {
 		why += "; corral is PID 1 and reaps its namespace"
 	}
-	o.startCgroup() // cgroup.go: beside the rest of the setup
-	o.logf("mode subreaper: %s", why)
-	o.Terminal, o.jobs = false, nil
-	if t := openTerminal(o); t != nil { // terminal mode (terminal.go)
-		defer t.restore()
-		o.Terminal, o.jobs = true, t
+	engine := supervise.New(h.Proc, &h.plan, 0, runner.Prepare) // its cgroup beside the rest of the setup
+	h.Logf("mode subreaper: %s", why)
+	var jobs reaper.JobControl
+	term := openTerminal(h.Proc) // terminal mode (terminal.go)
+	if term != nil {
+		defer term.restore()
+		jobs = term
 	}
-	return runEngine(o, false)
+	engine.Prepare(term != nil)
+	return engine.Run(jobs, false)
 }

@@ -6,11 +6,14 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/corral-sh/corral/internal/wire"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,11 +21,44 @@ import (
 // of corral's stages (/proc/self/exe is this binary), or as a process in a
 // jail where the kernel refuses one step of pidns mode.
 func TestMain(m *testing.M) {
+	if say := os.Getenv(fakeInitEnv); say != "" && stage.Current() == stage.InitArg0 {
+		os.Exit(fakeInit(say))
+	}
 	RunStage()
 	if jail := os.Getenv(jailEnv); jail != "" {
 		os.Exit(jailedLaunch(jail))
 	}
 	os.Exit(m.Run())
+}
+
+// fakeInitEnv makes a re-executed init say what the protocol does not
+// have: "unknown" (a kind no table lists) or "early-stop" (RunnerStopped
+// before InitReady).
+const fakeInitEnv = "SANDBOX_TEST_FAKE_INIT"
+
+func fakeInit(say string) int {
+	fd, err := strconv.Atoi(os.Args[1])
+	if err != nil {
+		return 3
+	}
+	link := os.NewFile(uintptr(fd), "stage link")
+	if _, _, err := wire.ReadFrame(link); err != nil {
+		return 3
+	}
+	switch say {
+	case "unknown":
+		err = wire.WriteFrame(link, 99, nil)
+	case "early-stop":
+		payload, _ := wire.Marshal(stage.RunnerStopped{Signal: int(unix.SIGTSTP)})
+		err = wire.WriteFrame(link, byte(stage.MsgRunnerStopped), payload)
+	}
+	if err != nil {
+		return 3
+	}
+	// As an init that goes on would: the host side must end it.
+	for {
+		_ = unix.Pause()
+	}
 }
 
 // jailEnv names the jail a re-executed test binary sets up before it
@@ -76,8 +112,12 @@ func jailedLaunch(jail string) int {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 1, 0, 0, 0); err != nil {
 		return fail(err)
 	}
+	mode := ModePidns
+	if jail == "protocol" {
+		mode = ModeAuto // a broken protocol never falls back
+	}
 	var stderr bytes.Buffer
-	status, err := Launch(Options{Mode: ModePidns, Path: "/bin/true", Args: []string{"/bin/true"}, Stderr: &stderr, Grace: time.Second})
+	status, err := Launch(Options{Mode: mode, Path: "/bin/true", Args: []string{"/bin/true"}, Stderr: &stderr, Grace: time.Second})
 	r := jailResult{Status: status}
 	if err != nil {
 		var setup *SetupError
@@ -122,14 +162,19 @@ func TestRefusedPidnsStepKeepsItsErrno(t *testing.T) {
 		clone uintptr
 		step  string
 		check func(jailResult) bool
+		say   string // what a fake init says (fakeInitEnv)
 	}{
-		{"userns", syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS, "clone(CLONE_NEWUSER", func(r jailResult) bool { return r.IsNOSPC && !r.IsEPERM }},
-		{"proc", syscall.CLONE_NEWNS, "mount proc on /proc", func(r jailResult) bool { return r.IsEPERM && !r.IsNOSPC }},
+		{"userns", syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS, "clone(CLONE_NEWUSER", func(r jailResult) bool { return r.IsNOSPC && !r.IsEPERM }, ""},
+		{"proc", syscall.CLONE_NEWNS, "mount proc on /proc", func(r jailResult) bool { return r.IsEPERM && !r.IsNOSPC }, ""},
+		// A message the protocol does not have ends the launch with 125
+		// naming it, in --mode auto too: never skipped, never a fallback.
+		{"protocol", 0, "unknown message kind 99", func(r jailResult) bool { return true }, "unknown"},
+		{"protocol", 0, "message RunnerStopped (pidns init → host side) out of order", func(r jailResult) bool { return true }, "early-stop"},
 	} {
-		t.Run(tc.jail, func(t *testing.T) {
+		t.Run(strings.TrimSuffix(tc.jail+"-"+tc.say, "-"), func(t *testing.T) {
 			t.Parallel()
 			cmd := exec.Command(dir+"/sandbox.test", "-test.run=^$")
-			cmd.Env = append(os.Environ(), jailEnv+"="+tc.jail)
+			cmd.Env = append(os.Environ(), jailEnv+"="+tc.jail, fakeInitEnv+"="+tc.say)
 			cmd.Dir = "/"
 			cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: tc.clone, Pdeathsig: syscall.SIGKILL}
 			if tc.clone&syscall.CLONE_NEWUSER != 0 {

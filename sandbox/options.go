@@ -1,25 +1,23 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/corral-sh/corral/internal/bounds"
-	"github.com/corral-sh/corral/internal/cgroup"
-
-	"github.com/corral-sh/corral/internal/landlock"
-	"github.com/corral-sh/corral/reaper/statefile"
 	"github.com/corral-sh/corral/reaper"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
 )
 
 // Mode is how the boundary is built.
-type Mode string
+type Mode = stage.Mode
 
 const (
-	ModeAuto      Mode = "auto"
-	ModePidns     Mode = "pidns"
-	ModeSubreaper Mode = "subreaper"
+	ModeAuto      = stage.ModeAuto
+	ModePidns     = stage.ModePidns
+	ModeSubreaper = stage.ModeSubreaper
 )
 
 // ParseMode accepts the names of the --mode flag.
@@ -31,9 +29,10 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("unknown mode %s: want auto, pidns or subreaper", bounds.Quote(s))
 }
 
-// Options describe one contained run. They travel to the init as a stage
-// message (stage.go), field by field: every exported field crosses, byte
-// for byte, unless tagged `json:"-"` or `wire:"-"`.
+// Options are the caller's request for one contained run. Launch validates
+// them once into the run's plan, which is what every process of the run
+// reads and what crosses to the pidns init; the rest (Stderr, Signals,
+// Parent) stays in the calling process.
 type Options struct {
 	Mode Mode
 
@@ -50,83 +49,73 @@ type Options struct {
 	Namespaces Namespaces
 
 	Verbose bool
-	Stderr  io.Writer `json:"-"`
-
-	// Terminal is terminal mode (terminal.go): the runner gets its own
-	// process group and the terminal's foreground. The process the
-	// caller's shell waits on decides it, and the init is told.
-	Terminal bool
-	jobs     reaper.JobControl // terminal mode's job control for the engine; nil otherwise
+	Stderr  io.Writer
 
 	// Signals is the process's signal registration (reaper.CatchSignals),
 	// made at its start; nil: made when needed.
-	Signals *reaper.Signals `json:"-"`
-
-	starter *starter // the thread the runner is forked from (prepareStart)
-	// cgroup is the run's cgroup v2 (cgroup.go), made by the process that
-	// runs the engine; nil where none can be used.
-	cgroup *cgroup.Cgroup
-	// CgroupOwner is the pid the run's cgroup is named after: the pidns
-	// host side's, sent to the init; 0: the engine's own process.
-	CgroupOwner int
-	// cgroupMade is closed once openCgroup has decided (startCgroup);
-	// o.cgroup is read only after it.
-	cgroupMade chan struct{}
+	Signals *reaper.Signals
 
 	// The sandbox policy beyond Privileges.Landlock (policy.go).
 	Timeout       time.Duration // the engine cancels the run this long after the runner started; 0: never
 	DieWithParent bool          // the host side cancels the run when corral's parent exits
 	// Parent is corral's parent as found at corral's start (WatchParent),
 	// for DieWithParent; nil: taken when Launch starts.
-	Parent *ParentWatch `json:"-"`
-}
-
-// signals returns the process's registration, making it if needed.
-func (o *Options) signals() *reaper.Signals {
-	if o.Signals == nil {
-		o.Signals = reaper.CatchSignals()
-	}
-	return o.Signals
+	Parent *ParentWatch
 }
 
 // Privileges are applied to the runner alone, on the thread it is forked or
 // exec'd from.
-type Privileges struct {
-	// Keep are the capabilities kept, in all five sets; nothing else is.
-	Keep          []int
-	AllowNewPrivs bool
-	Rlimits       []Rlimit
-	// Landlock is the filesystem and IPC policy (--writable, --read-only,
-	// --hide, --isolate-ipc), enforced on the same thread (policy.go).
-	Landlock landlock.Policy
-}
+type Privileges = stage.Privileges
 
 // Namespaces beyond the PID and mount namespaces pidns mode always makes.
-type Namespaces struct {
-	Net      bool   // new network namespace: loopback only
-	IPC      bool   // new System V IPC / POSIX message queue namespace
-	UTS      bool   // new hostname namespace
-	Hostname string // set in the new UTS namespace
-	// User forces a user namespace even for a caller with CAP_SYS_ADMIN.
-	User bool
-	// PID says the PID and mount namespaces were asked for by name (a
-	// --config linux.namespaces list), so subreaper mode cannot honour it.
-	PID bool
-}
+type Namespaces = stage.Namespaces
 
-// any reports whether a namespace was asked for: only pidns mode honours it.
-func (n Namespaces) any() bool { return n.Net || n.IPC || n.UTS || n.User || n.Hostname != "" || n.PID }
+// Rlimit is one resource limit for the runner.
+type Rlimit = stage.Rlimit
 
 // SetupError is a failure of corral's own setup: exit status 125. It is
 // the module's one setup error type (the engine's too), so a failure in a
 // re-executed stage decodes into the same type, errno included.
 type SetupError = reaper.SetupError
 
-// stateWriter is w as the engine's StateWriter: nil when there is no state
-// file, so that the engine, seeing no writer, keeps no timer.
-func stateWriter(w *statefile.Writer) reaper.StateWriter {
-	if w == nil {
-		return nil
+// ParseCap accepts a capability name as in capabilities(7), with or
+// without the CAP_ prefix, in any case: "NET_BIND_SERVICE",
+// "cap_net_bind_service".
+func ParseCap(name string) (int, error) { return stage.ParseCap(name) }
+
+// CapName is the capabilities(7) name of c, e.g. CAP_NET_BIND_SERVICE.
+func CapName(c int) string { return stage.CapName(c) }
+
+// RlimitByName returns the resource number of a spec name like RLIMIT_NOFILE.
+func RlimitByName(name string) (int, error) { return stage.RlimitByName(name) }
+
+// ParseRlimit parses NAME=SOFT[:HARD]; a missing HARD equals SOFT, and
+// "unlimited" (or "infinity") means no limit.
+func ParseRlimit(s string) (Rlimit, error) { return stage.ParseRlimit(s) }
+
+// WithRlimit returns list with rl in place of any limit on the same resource.
+func WithRlimit(list []Rlimit, rl Rlimit) []Rlimit { return stage.WithRlimit(list, rl) }
+
+// plan validates the request once into the run's plan.
+func (o *Options) plan() (stage.Plan, error) {
+	mode := o.Mode
+	if mode == "" {
+		mode = ModeAuto
 	}
-	return w
+	if _, err := ParseMode(string(mode)); err != nil {
+		return stage.Plan{}, &SetupError{Step: "choose the mode", Err: err}
+	}
+	if mode == ModeSubreaper && o.Namespaces.Any() {
+		return stage.Plan{}, &SetupError{Step: "subreaper mode", Err: errors.New("namespaces were requested (--net, --config linux.namespaces or hostname)"),
+			Hint: "only pidns mode can create them: use --mode pidns or --mode auto"}
+	}
+	return stage.Plan{
+		Mode: mode,
+		Path: o.Path, Args: o.Args, Env: o.Env, Dir: o.Dir,
+		Grace: o.Grace, Poll: o.Poll, StatePath: o.StatePath,
+		Privileges: o.Privileges, Namespaces: o.Namespaces,
+		Verbose:       o.Verbose,
+		Timeout:       o.Timeout,
+		DieWithParent: o.DieWithParent,
+	}, nil
 }

@@ -26,6 +26,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/corral-sh/corral/internal/proc"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,7 +45,7 @@ type ParentWatch struct {
 func WatchParent() *ParentWatch {
 	w := &ParentWatch{pid: unix.Getppid()}
 	switch {
-	case unix.Getpid() == 1:
+	case proc.PID1():
 		w.err = errors.New("corral is PID 1 of its namespace: its parent is outside it and cannot be watched")
 		return w
 	case w.pid == 0:
@@ -98,22 +100,22 @@ func (w *ParentWatch) pollable() error {
 }
 
 // watchParent starts the watch of --die-with-parent.
-func (o *Options) watchParent() error {
-	w := o.Parent
+func (h *host) watchParent() error {
+	w := h.parent
 	if w == nil {
 		w = WatchParent()
-		o.Parent = w
+		h.parent = w
 	}
 	if w.err != nil {
 		var s *SetupError
 		if errors.As(w.err, &s) {
 			return s
 		}
-		return &SetupError{Step: "--die-with-parent", Err: plainError(w.err.Error())}
+		return &SetupError{Step: "--die-with-parent", Err: stage.PlainError(w.err.Error())}
 	}
-	o.signals() // SIGTERM must be caught before it is sent
+	h.Signals() // SIGTERM must be caught before it is sent
 	cancel := func(why string) {
-		o.logf("%s: cancelling the run as by SIGTERM", why)
+		h.Logf("%s: cancelling the run as by SIGTERM", why)
 		_ = unix.Kill(os.Getpid(), unix.SIGTERM)
 	}
 	if w.gone {
@@ -127,7 +129,7 @@ func (o *Options) watchParent() error {
 	if err != nil {
 		return &SetupError{Step: "watch corral's parent", Err: err}
 	}
-	o.logf("--die-with-parent: watching corral's parent, pid %d", w.pid)
+	h.Logf("--die-with-parent: watching corral's parent, pid %d", w.pid)
 	go func() {
 		exited := false
 		err := rc.Read(func(fd uintptr) bool {
@@ -140,13 +142,13 @@ func (o *Options) watchParent() error {
 			}
 			exited = n > 0
 			if err != nil {
-				o.logf("--die-with-parent: poll the parent's pidfd: %v; no longer watching", err)
+				h.Logf("--die-with-parent: poll the parent's pidfd: %v; no longer watching", err)
 				return true
 			}
 			return exited
 		})
 		if err != nil {
-			o.logf("--die-with-parent: wait for the parent's pidfd: %v; no longer watching", err)
+			h.Logf("--die-with-parent: wait for the parent's pidfd: %v; no longer watching", err)
 		}
 		if exited {
 			cancel(fmt.Sprintf("corral's parent (pid %d) exited", w.pid))

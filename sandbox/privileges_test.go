@@ -1,6 +1,9 @@
 package sandbox
 
 import (
+	"bytes"
+	"github.com/corral-sh/corral/internal/wire"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"strings"
 	"testing"
 
@@ -36,7 +39,7 @@ func TestParseRlimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got, err := ParseRlimit(tt.in)
-		if err != nil || got != (Rlimit{tt.res, tt.soft, tt.hard}) {
+		if err != nil || got != (Rlimit{Resource: tt.res, Soft: tt.soft, Hard: tt.hard}) {
 			t.Errorf("ParseRlimit(%q) = %+v, %v", tt.in, got, err)
 		}
 	}
@@ -47,24 +50,6 @@ func TestParseRlimit(t *testing.T) {
 	}
 }
 
-func TestParseStatus(t *testing.T) {
-	text := "Name:\tsh\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000400\nCapEff:\t0000000000000400\n" +
-		"CapBnd:\t000001ffffffffff\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t0\n"
-	got, err := parseStatus(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got["CapPrm"] != 0x400 || got["CapBnd"] != 0x1ffffffffff || got["NoNewPrivs"] != 1 || got["CapInh"] != 0 {
-		t.Fatalf("parseStatus = %v", got)
-	}
-	if _, err := parseStatus("CapInh:\t0\n"); err == nil {
-		t.Fatal("parseStatus accepted a status without the other sets")
-	}
-	if _, err := parseStatus(strings.Replace(text, "0000000000000400", "xyz", 1)); err == nil {
-		t.Fatal("parseStatus accepted a malformed set")
-	}
-}
-
 func TestSetupErrorNamesStepErrnoAndHint(t *testing.T) {
 	err := &SetupError{Step: "clone(CLONE_NEWUSER)", Err: unix.EPERM, Hint: "use --mode subreaper"}
 	msg := err.Error()
@@ -72,5 +57,27 @@ func TestSetupErrorNamesStepErrnoAndHint(t *testing.T) {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%q lacks %q", msg, want)
 		}
+	}
+}
+
+// The plan carries the request and nothing of the calling process: the
+// writer stays behind, as it must (it is the host's stderr), and what
+// crosses to the init crosses whole.
+func TestPlanCrossesWithoutTheWriter(t *testing.T) {
+	o := Options{Stderr: &bytes.Buffer{}, Path: "/x", Args: []string{"/x", "\xff"}}
+	plan, err := o.plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := wire.Marshal(stage.InitStart{Plan: plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back stage.InitStart
+	if err := wire.Unmarshal(data, &back); err != nil || back.Plan.Path != "/x" || back.Plan.Args[1] != "\xff" || back.Plan.Mode != ModeAuto {
+		t.Errorf("the plan did not cross whole: %#v, %v", back.Plan, err)
+	}
+	if _, err := (&Options{Mode: ModeSubreaper, Namespaces: Namespaces{Net: true}}).plan(); err == nil {
+		t.Error("subreaper mode with a namespace was planned")
 	}
 }

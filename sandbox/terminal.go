@@ -1,6 +1,6 @@
 package sandbox
 
-// Terminal mode (SPEC "Terminal"). When stdin is corral's controlling
+// Terminal mode (README.md, "Terminals"). When stdin is corral's controlling
 // terminal and corral's process group holds its foreground, the runner is
 // started in a process group of its own that takes the foreground before
 // its first instruction (Setpgid + Foreground in the child, so the runner's
@@ -12,8 +12,9 @@ package sandbox
 //
 //	Ctrl-Z ─▶ runner's group stops ─▶ engine's wait4(WUNTRACED) sees it
 //	  subreaper: the engine stops corral's group (reaper.StopJob)
-//	  pidns:     the init (PID 1, which cannot stop) sends msgRunnerStopped
-//	             on its stage link; the host side stops its group
+//	  pidns:     the init (PID 1, which cannot stop) sends RunnerStopped
+//	             on its stage link (package pidinit, jobs.go); the host
+//	             side stops its group
 //	shell's fg ─▶ SIGCONT to corral ─▶ corral's group holds the foreground?
 //	             hand it to the runner's group ─▶ continue that group
 //	             (pidns: the host hands it over, then SIGCONT to the init,
@@ -27,14 +28,15 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"sync"
 	"syscall"
 
 	"github.com/corral-sh/corral/internal/proc"
-	"github.com/corral-sh/corral/internal/wire"
 	"github.com/corral-sh/corral/reaper"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,18 +61,18 @@ type terminal struct {
 // pipeline (`corral -- make | less`): its other stages share corral's group
 // and read the terminal too, and taking the foreground from that group
 // would stop them, so corral keeps today's behaviour there.
-func openTerminal(o *Options) *terminal {
+func openTerminal(p *stage.Proc) *terminal {
 	fg, err := tcgetpgrp(0)
 	if err != nil || fg != unix.Getpgrp() {
 		return nil
 	}
 	var st unix.Stat_t
 	if unix.Fstat(1, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
-		o.logf("terminal: stdout is a pipe, so the runner stays in corral's process group")
+		p.Logf("terminal: stdout is a pipe, so the runner stays in corral's process group")
 		return nil
 	}
-	o.logf("terminal: the runner gets a process group of its own and the foreground of the terminal on stdin")
-	return &terminal{fd: 0, found: fg, logf: o.logf}
+	p.Logf("terminal: the runner gets a process group of its own and the foreground of the terminal on stdin")
+	return &terminal{fd: 0, found: fg, logf: p.Logf}
 }
 
 // noteStop records, when the runner has just stopped, which group to hand
@@ -165,70 +167,31 @@ func (t *terminal) relay(init int, sig syscall.Signal) {
 	_ = unix.Kill(init, sig)
 }
 
-// runnerStopped is the init's msgRunnerStopped: the runner stopped by
-// Signal; Inside says the terminal's foreground group is inside the
-// namespace (one outside reads as 0 there), so the host side may note it
-// as the group to hand the terminal back to.
-type runnerStopped struct {
-	Signal int
-	Inside bool
-}
-
 // followInit reads the init's stop reports from its stage link until it
 // closes, and stops the host side's group for each, then continues the
 // init (which continues the runner's group) once the shell continued the
-// host side.
-func (t *terminal) followInit(link *stageLink, init int) {
-	defer link.Close()
-	for {
-		kind, payload, err := wire.ReadFrame(link.rw)
-		if err != nil {
-			return
+// host side. A message the protocol does not have there comes out of the
+// returned channel: the run ends with status 125 (relay).
+func (t *terminal) followInit(link *stage.Link, init int) <-chan error {
+	broken := make(chan error, 1)
+	go func() {
+		defer link.Close()
+		for {
+			_, msg, err := link.Receive(stage.StepInitReports)
+			if err != nil {
+				if err != io.EOF { // EOF: the init exited
+					broken <- err
+				}
+				return
+			}
+			stop := msg.(*stage.RunnerStopped)
+			t.noteStop(stop.Inside)
+			reaper.StopJob(syscall.Signal(stop.Signal))
+			t.handBack()
+			_ = unix.Kill(init, unix.SIGCONT)
 		}
-		var stop runnerStopped
-		if kind != msgRunnerStopped || wire.Unmarshal(payload, &stop) != nil {
-			continue
-		}
-		t.noteStop(stop.Inside)
-		reaper.StopJob(syscall.Signal(stop.Signal))
-		t.handBack()
-		_ = unix.Kill(init, unix.SIGCONT)
-	}
-}
-
-// initJobs is the pidns init's reaper.JobControl: PID 1 cannot be stopped
-// from inside its namespace, and the caller's shell waits on the host side,
-// so a stop of the runner is reported there, with whether the terminal's
-// foreground is inside the namespace (a group outside reads as 0).
-type initJobs struct {
-	link *stageLink
-	said <-chan struct{} // closed once "ready" is on the link: the host reads that first
-}
-
-func (j initJobs) RunnerStopped(sig syscall.Signal) bool {
-	<-j.said
-	fg, err := tcgetpgrp(0)
-	payload, merr := wire.Marshal(runnerStopped{Signal: int(sig), Inside: err == nil && fg > 0})
-	if merr == nil {
-		// A host side that is gone has nobody to stop: nothing to do.
-		_ = wire.WriteFrame(j.link.rw, msgRunnerStopped, payload)
-	}
-	return false
-}
-
-// Continued does nothing in the init: the host side hands the terminal back
-// before it passes SIGCONT on.
-func (initJobs) Continued() {}
-
-// runnerSys is what the runner's process needs in terminal mode: its own
-// process group, made the terminal's foreground in the child before execve
-// (all signals are blocked there, so the background group's tcsetpgrp
-// raises no SIGTTOU).
-func runnerSys(o *Options) *syscall.SysProcAttr {
-	if !o.Terminal {
-		return nil
-	}
-	return &syscall.SysProcAttr{Setpgid: true, Foreground: true, Ctty: 0}
+	}()
+	return broken
 }
 
 func tcgetpgrp(fd int) (int, error) {

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command corral runs one command inside a process boundary and owns every
 // process that command ever creates. main only dispatches: options and
 // environment are parsed here, the boundary is built by package sandbox,

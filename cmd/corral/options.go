@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -11,14 +13,14 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/corral-sh/corral/internal/bounds"
 	"github.com/corral-sh/corral/cmd/corral/internal/ociconfig"
+	"github.com/corral-sh/corral/internal/bounds"
 	"github.com/corral-sh/corral/sandbox"
 )
 
 var errHelp = errors.New("help requested")
 
-// Bounds of the timing options (SPEC: Command line).
+// Bounds of the timing options (README.md, "Usage").
 const (
 	graceDefault, graceMin, graceMax = 10.0, 0.0, 30.0
 	pollDefault, pollMin, pollMax    = 0.5, 0.01, 5.0
@@ -56,74 +58,116 @@ func parseRunNoted(args []string, lookup func(string) (string, bool)) (sandbox.O
 	return o, notes, err
 }
 
+// runFlags are the command line's flags, as parsed.
+type runFlags struct {
+	fs                            *flag.FlagSet
+	set                           map[string]bool // the flags given
+	mode, state, grace, poll, net string
+	configPath                    string
+	capAdd, rlimits               listFlag
+	allowNewPrivs, verbose, help  bool
+	policy                        *policyFlags
+}
+
+// parseRunWith parses a run's command line into Options, one step after
+// another; each step reads flags (and the environment through lookup) and
+// sets its part of the Options.
 func parseRunWith(args []string, lookup func(string) (string, bool), notes *[]string) (sandbox.Options, error) {
-	fs := flag.NewFlagSet("corral", flag.ContinueOnError)
+	f, err := parseFlags(args)
+	if err != nil {
+		return sandbox.Options{}, err
+	}
+	var o sandbox.Options
+	// The config file comes first: every flag given on the command line
+	// then overrides what it set.
+	cfg, err := f.applyConfig(&o)
+	if err != nil {
+		return o, err
+	}
+	for _, step := range []func(*sandbox.Options, func(string) (string, bool), *[]string) error{
+		f.applyMode, f.applyTiming, f.applyOutput, f.applyPrivileges, f.applyNet,
+	} {
+		if err := step(&o, lookup, notes); err != nil {
+			return o, err
+		}
+	}
+	if err := f.policy.apply(&o, f.set, lookup); err != nil { // policy.go
+		return o, err
+	}
+	return o, f.applyCommand(&o, cfg, lookup)
+}
+
+// parseFlags parses args and refuses a flag whose value would be "--".
+func parseFlags(args []string) (*runFlags, error) {
+	f := &runFlags{fs: flag.NewFlagSet("corral", flag.ContinueOnError), set: map[string]bool{}}
+	fs := f.fs
 	fs.SetOutput(io.Discard)
-	var (
-		mode, state, grace, poll, net string
-		configPath                    string
-		capAdd, rlimits               listFlag
-		allowNewPrivs, verbose, help  bool
-	)
-	fs.StringVar(&mode, "mode", "", "")
-	fs.StringVar(&state, "state", "", "")
-	fs.StringVar(&grace, "grace", "", "")
-	fs.StringVar(&poll, "poll", "", "")
-	fs.StringVar(&net, "net", "host", "")
-	fs.Var(&capAdd, "cap-add", "")
-	fs.Var(&rlimits, "rlimit", "")
-	fs.BoolVar(&allowNewPrivs, "allow-new-privs", false, "")
-	fs.StringVar(&configPath, "config", "", "")
-	fs.BoolVar(&verbose, "v", false, "")
-	fs.BoolVar(&verbose, "verbose", false, "")
-	fs.BoolVar(&help, "h", false, "")
-	fs.BoolVar(&help, "help", false, "")
-	policy := registerPolicyFlags(fs) // policy.go
+	fs.StringVar(&f.mode, "mode", "", "")
+	fs.StringVar(&f.state, "state", "", "")
+	fs.StringVar(&f.grace, "grace", "", "")
+	fs.StringVar(&f.poll, "poll", "", "")
+	fs.StringVar(&f.net, "net", "host", "")
+	fs.Var(&f.capAdd, "cap-add", "")
+	fs.Var(&f.rlimits, "rlimit", "")
+	fs.BoolVar(&f.allowNewPrivs, "allow-new-privs", false, "")
+	fs.StringVar(&f.configPath, "config", "", "")
+	fs.BoolVar(&f.verbose, "v", false, "")
+	fs.BoolVar(&f.verbose, "verbose", false, "")
+	fs.BoolVar(&f.help, "h", false, "")
+	fs.BoolVar(&f.help, "help", false, "")
+	f.policy = registerPolicyFlags(fs) // policy.go
 	if err := fs.Parse(args); err != nil {
 		// The flag package repeats the whole of an unknown flag or a bad
 		// boolean: keep a pasted megabyte off the terminal.
 		if msg := err.Error(); len(msg) > 160 {
 			err = fmt.Errorf("%s... (%d bytes)", msg[:160], len(msg))
 		}
-		return sandbox.Options{}, err
+		return nil, err
 	}
-	if help {
-		return sandbox.Options{}, errHelp
+	if f.help {
+		return nil, errHelp
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	// "--state -- RUNNER" hands "--" to --state as its value and the
 	// runner to nobody: say so rather than write a file named "--".
-	for _, f := range []struct{ name, value string }{
-		{"mode", mode}, {"state", state}, {"grace", grace}, {"poll", poll}, {"net", net}, {"config", configPath},
+	for _, v := range []struct{ name, value string }{
+		{"mode", f.mode}, {"state", f.state}, {"grace", f.grace}, {"poll", f.poll}, {"net", f.net}, {"config", f.configPath},
 	} {
-		if set[f.name] && f.value == "--" {
-			return sandbox.Options{}, fmt.Errorf("--%s needs a value, but the next argument is \"--\"", f.name)
+		if f.set[v.name] && v.value == "--" {
+			return nil, fmt.Errorf("--%s needs a value, but the next argument is \"--\"", v.name)
 		}
 	}
-	for _, f := range []struct {
+	for _, v := range []struct {
 		name   string
 		values listFlag
-	}{{"cap-add", capAdd}, {"rlimit", rlimits}} {
-		if slices.Contains(f.values, "--") {
-			return sandbox.Options{}, fmt.Errorf("--%s needs a value, but the next argument is \"--\"", f.name)
+	}{{"cap-add", f.capAdd}, {"rlimit", f.rlimits}} {
+		if slices.Contains(v.values, "--") {
+			return nil, fmt.Errorf("--%s needs a value, but the next argument is \"--\"", v.name)
 		}
 	}
+	return f, nil
+}
 
-	var o sandbox.Options
-	var err error
-	// The config file comes first: every flag given on the command line
-	// then overrides what it set.
-	var cfg *ociconfig.File
-	if set["config"] {
-		if cfg, err = ociconfig.Load(configPath); err != nil {
-			return o, fmt.Errorf("--config %s: %w", configPath, err)
-		}
-		cfg.Apply(&o)
+// applyConfig loads --config into o; nil without one.
+func (f *runFlags) applyConfig(o *sandbox.Options) (*ociconfig.File, error) {
+	if !f.set["config"] {
+		return nil, nil
 	}
-	if set["mode"] {
-		if o.Mode, err = sandbox.ParseMode(mode); err != nil {
-			return o, fmt.Errorf("--mode: %w", err)
+	cfg, err := ociconfig.Load(f.configPath)
+	if err != nil {
+		return nil, fmt.Errorf("--config %s: %w", f.configPath, err)
+	}
+	cfg.Apply(o)
+	return cfg, nil
+}
+
+// applyMode: --mode, else CORRAL_MODE (an unknown value there is auto),
+// else auto.
+func (f *runFlags) applyMode(o *sandbox.Options, lookup func(string) (string, bool), _ *[]string) error {
+	var err error
+	if f.set["mode"] {
+		if o.Mode, err = sandbox.ParseMode(f.mode); err != nil {
+			return fmt.Errorf("--mode: %w", err)
 		}
 	} else if m, ok := firstEnv(envMode, lookup); ok {
 		if o.Mode, err = sandbox.ParseMode(m); err != nil {
@@ -132,84 +176,105 @@ func parseRunWith(args []string, lookup func(string) (string, bool), notes *[]st
 	} else {
 		o.Mode = sandbox.ModeAuto
 	}
+	return nil
+}
 
-	graceSeconds, note, err := bounds.FloatNoted(grace, set["grace"], envGrace, lookup, graceDefault, graceMin, graceMax)
+// applyTiming: --grace and --poll, bounded, with a note when one was
+// brought into bounds.
+func (f *runFlags) applyTiming(o *sandbox.Options, lookup func(string) (string, bool), notes *[]string) error {
+	graceSeconds, note, err := bounds.FloatNoted(f.grace, f.set["grace"], envGrace, lookup, graceDefault, graceMin, graceMax)
 	if err != nil {
-		return o, fmt.Errorf("--grace: %w", err)
+		return fmt.Errorf("--grace: %w", err)
 	}
 	if note != "" {
-		*notes = append(*notes, flagNote(set["grace"], "--grace ", note))
+		*notes = append(*notes, flagNote(f.set["grace"], "--grace ", note))
 	}
-	pollSeconds, note, err := bounds.FloatNoted(poll, set["poll"], envPoll, lookup, pollDefault, pollMin, pollMax)
+	pollSeconds, note, err := bounds.FloatNoted(f.poll, f.set["poll"], envPoll, lookup, pollDefault, pollMin, pollMax)
 	if err != nil {
-		return o, fmt.Errorf("--poll: %w", err)
+		return fmt.Errorf("--poll: %w", err)
 	}
 	if note != "" {
-		*notes = append(*notes, flagNote(set["poll"], "--poll ", note))
+		*notes = append(*notes, flagNote(f.set["poll"], "--poll ", note))
 	}
 	o.Grace, o.Poll = bounds.Seconds(graceSeconds), bounds.Seconds(pollSeconds)
+	return nil
+}
 
-	o.StatePath = state
-	if !set["state"] {
+// applyOutput: --state and -v, each with its environment variable.
+func (f *runFlags) applyOutput(o *sandbox.Options, lookup func(string) (string, bool), _ *[]string) error {
+	o.StatePath = f.state
+	if !f.set["state"] {
 		o.StatePath, _ = firstEnv(envState, lookup)
 	}
-	o.Verbose = verbose
-	if v, ok := firstEnv(envVerbose, lookup); ok && !set["v"] && !set["verbose"] {
+	o.Verbose = f.verbose
+	if v, ok := firstEnv(envVerbose, lookup); ok && !f.set["v"] && !f.set["verbose"] {
 		o.Verbose = bounds.Bool(v)
 	}
+	return nil
+}
 
-	if len(capAdd) > 0 {
+// applyPrivileges: --cap-add (which replaces the config's capabilities),
+// --allow-new-privs and --rlimit (which replaces a limit on the same
+// resource).
+func (f *runFlags) applyPrivileges(o *sandbox.Options, _ func(string) (string, bool), _ *[]string) error {
+	if len(f.capAdd) > 0 {
 		o.Privileges.Keep = nil // replaces the config's capabilities
 	}
-	for _, name := range capAdd {
+	for _, name := range f.capAdd {
 		c, err := sandbox.ParseCap(name)
 		if err != nil {
-			return o, fmt.Errorf("--cap-add: %w", err)
+			return fmt.Errorf("--cap-add: %w", err)
 		}
 		o.Privileges.Keep = append(o.Privileges.Keep, c)
 	}
-	if allowNewPrivs {
+	if f.allowNewPrivs {
 		o.Privileges.AllowNewPrivs = true
 	}
-	for _, text := range rlimits {
+	for _, text := range f.rlimits {
 		rl, err := sandbox.ParseRlimit(text)
 		if err != nil {
-			return o, fmt.Errorf("--rlimit: %w", err)
+			return fmt.Errorf("--rlimit: %w", err)
 		}
 		o.Privileges.Rlimits = sandbox.WithRlimit(o.Privileges.Rlimits, rl)
 	}
-	switch net {
+	return nil
+}
+
+// applyNet: --net host or none.
+func (f *runFlags) applyNet(o *sandbox.Options, _ func(string) (string, bool), _ *[]string) error {
+	switch f.net {
 	case "host":
-		if set["net"] {
+		if f.set["net"] {
 			o.Namespaces.Net = false // an explicit --net host overrides the config
 		}
 	case "none":
 		o.Namespaces.Net = true
 	default:
-		return o, fmt.Errorf("--net: unknown value %s: want host or none", bounds.Quote(net))
+		return fmt.Errorf("--net: unknown value %s: want host or none", bounds.Quote(f.net))
 	}
+	return nil
+}
 
-	if err := policy.apply(&o, set, lookup); err != nil {
-		return o, err
-	}
-
-	command := fs.Args()
+// applyCommand: the runner after --, or process.args of --config (one of
+// them), absolute; and its environment.
+func (f *runFlags) applyCommand(o *sandbox.Options, cfg *ociconfig.File, lookup func(string) (string, bool)) error {
+	command := f.fs.Args()
 	switch {
 	case cfg != nil && cfg.Args != nil && len(command) > 0:
-		return o, fmt.Errorf("--config %s sets process.args and a runner follows --: give one of them", configPath)
+		return fmt.Errorf("--config %s sets process.args and a runner follows --: give one of them", f.configPath)
 	case cfg != nil && cfg.Args != nil:
 		command = cfg.Args // checked absolute by ociconfig.Parse
 	case len(command) == 0:
-		return o, errors.New("no runner given: corral [options] -- RUNNER [ARG...], or process.args in --config")
+		return errors.New("no runner given: corral [options] -- RUNNER [ARG...], or process.args in --config")
 	}
 	if !filepath.IsAbs(command[0]) {
-		return o, relativeRunnerError(command[0], lookup)
+		return relativeRunnerError(command[0], lookup)
 	}
 	o.Path, o.Args = command[0], command
 	if cfg == nil || !cfg.EnvSet {
 		o.Env = runnerEnv(os.Environ())
 	}
-	return o, nil
+	return nil
 }
 
 // relativeRunnerError explains that the runner must be absolute, naming

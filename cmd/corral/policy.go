@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -5,17 +7,17 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/corral-sh/corral/internal/bounds"
 	"github.com/corral-sh/corral/internal/landlock"
+	"github.com/corral-sh/corral/internal/proc"
 	"github.com/corral-sh/corral/sandbox"
 )
 
-// The sandbox policy's options (SPEC "Sandbox policy").
+// The sandbox policy's options (README.md, "Sandboxing a command").
 
 var envTimeout = []string{"CORRAL_TIMEOUT_SECONDS"}
 
@@ -74,7 +76,7 @@ func (f *policyFlags) apply(o *sandbox.Options, set map[string]bool, lookup func
 	}
 	o.Timeout = timeout
 
-	if f.dieWithParent && os.Getpid() == 1 {
+	if f.dieWithParent && proc.PID1() {
 		return errors.New("--die-with-parent: corral is PID 1 of its namespace, and its parent lives outside it where corral cannot watch it (the namespace ends with corral anyway)")
 	}
 	o.DieWithParent = f.dieWithParent

@@ -1,4 +1,4 @@
-package sandbox
+package pidinit
 
 import (
 	"golang.org/x/sys/unix"

@@ -1,4 +1,4 @@
-package sandbox
+package stage
 
 import (
 	"fmt"
@@ -50,13 +50,14 @@ func RlimitByName(name string) (int, error) {
 func (r Rlimit) String() string {
 	for name, res := range rlimitNames {
 		if res == r.Resource {
-			return fmt.Sprintf("%s=%s:%s", name, rlimitValue(r.Soft), rlimitValue(r.Hard))
+			return fmt.Sprintf("%s=%s:%s", name, RlimitValue(r.Soft), RlimitValue(r.Hard))
 		}
 	}
 	return fmt.Sprintf("rlimit %d", r.Resource)
 }
 
-func rlimitValue(v uint64) string {
+// RlimitValue is v as setrlimit(2) users write it.
+func RlimitValue(v uint64) string {
 	if v == unix.RLIM_INFINITY {
 		return "unlimited"
 	}

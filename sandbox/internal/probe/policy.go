@@ -1,4 +1,4 @@
-package sandbox
+package probe
 
 import (
 	"os"
@@ -8,7 +8,8 @@ import (
 )
 
 // probePolicy is `corral probe`'s answer for the sandbox policy: what this
-// kernel's Landlock enforces, and whether each option would work here.
+// kernel's Landlock enforces, and whether each option would work here;
+// --die-with-parent's is the host side's (Run).
 func probePolicy() []Check {
 	var checks []Check
 	info, err := landlock.Describe()
@@ -54,34 +55,6 @@ func probePolicy() []Check {
 		ipc.Detail = "no signals to, nor abstract Unix sockets of, processes outside the runner's tree"
 	}
 	checks = append(checks, ipc,
-		Check{Name: "--timeout", Available: true, Detail: "a timer in the engine; needs nothing from the kernel"},
-		probeDieWithParent())
+		Check{Name: "--timeout", Available: true, Detail: "a timer in the engine; needs nothing from the kernel"})
 	return checks
-}
-
-// probeDieWithParent tries the watch --die-with-parent would take, on the
-// probe's own parent.
-func probeDieWithParent() Check {
-	c := Check{Name: "--die-with-parent"}
-	if os.Getpid() == 1 {
-		c.Detail = "corral is PID 1 here: its parent is outside its namespace (a usage error)"
-		return c
-	}
-	w := WatchParent()
-	defer w.Close()
-	switch {
-	case w.err != nil:
-		c.Detail = w.err.Error()
-	case w.gone:
-		c.Available = true
-		c.Detail = "corral's parent here is PID 1 of its namespace, which corral takes for an exited parent: a run would be cancelled at once"
-	default:
-		if err := w.pollable(); err != nil {
-			c.Detail = err.Error()
-			return c
-		}
-		c.Available = true
-		c.Detail = "the parent is watched through a pidfd"
-	}
-	return c
 }

@@ -1,4 +1,4 @@
-package sandbox
+package pidinit
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/corral-sh/corral/internal/proc"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"golang.org/x/sys/unix"
 )
 
@@ -83,12 +84,23 @@ var (
 // proc option can be carried over (the numbers mean the same thing inside
 // and outside); otherwise it is dropped, which only hides more.
 func planProc(entries []mountEntry, runnerUID0, keepGID bool) (procPlan, error) {
-	byID := make(map[int]*mountEntry, len(entries))
-	for i := range entries {
-		byID[entries[i].ID] = &entries[i]
+	top, err := callerProc(entries)
+	if err != nil {
+		return procPlan{}, err
 	}
-	// The caller's /proc is the mount at /proc that nothing else at
-	// /proc covers (a mount stacked on it has it as its parent).
+	plan := procOptions(top, keepGID)
+	if runnerUID0 {
+		plan.Steps = append(plan.Steps, uid0Steps()...)
+	}
+	plan.Steps = append(plan.Steps, keptSteps(entries, top, runnerUID0)...)
+	return plan, nil
+}
+
+// callerProc finds the caller's /proc: the mount at /proc that nothing
+// else at /proc covers (a mount stacked on it has it as its parent). It
+// must be a proc: corral will not give the runner a /proc the caller does
+// not have.
+func callerProc(entries []mountEntry) (*mountEntry, error) {
 	var top *mountEntry
 	for i := range entries {
 		e := &entries[i]
@@ -107,12 +119,17 @@ func planProc(entries []mountEntry, runnerUID0, keepGID bool) (procPlan, error) 
 		}
 	}
 	if top == nil {
-		return procPlan{}, errors.New("the caller has no /proc mount")
+		return nil, errors.New("the caller has no /proc mount")
 	}
 	if top.FSType != "proc" {
-		return procPlan{}, fmt.Errorf("the caller's /proc is a %s mount, not proc: corral will not give the runner a /proc the caller does not have", top.FSType)
+		return nil, fmt.Errorf("the caller's /proc is a %s mount, not proc: corral will not give the runner a /proc the caller does not have", top.FSType)
 	}
+	return top, nil
+}
 
+// procOptions carries the caller's read-only flag and its hidepid=,
+// subset= and (keepGID) gid= options over to the fresh proc mount.
+func procOptions(top *mountEntry, keepGID bool) procPlan {
 	var plan procPlan
 	if hasOption(top.Options, "ro") {
 		plan.Flags |= unix.MS_RDONLY
@@ -129,32 +146,41 @@ func planProc(entries []mountEntry, runnerUID0, keepGID bool) (procPlan, error) 
 		}
 	}
 	plan.Data = strings.Join(data, ",")
+	return plan
+}
 
-	if runnerUID0 {
-		for _, p := range uid0ReadOnlyPaths {
-			plan.Steps = append(plan.Steps, procStep{Path: p, Kind: stepBind, ReadOnly: true,
-				Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, Why: "make /proc/" + p + " read-only for a uid-0 runner"})
-		}
-		for _, p := range uid0MaskedPaths {
-			plan.Steps = append(plan.Steps, procStep{Path: p, Kind: stepMask, Why: "mask /proc/" + p + " for a uid-0 runner"})
-		}
+// uid0Steps are what a uid-0 runner gets whatever the caller had.
+func uid0Steps() []procStep {
+	var steps []procStep
+	for _, p := range uid0ReadOnlyPaths {
+		steps = append(steps, procStep{Path: p, Kind: stepBind, ReadOnly: true,
+			Flags: unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC, Why: "make /proc/" + p + " read-only for a uid-0 runner"})
 	}
+	for _, p := range uid0MaskedPaths {
+		steps = append(steps, procStep{Path: p, Kind: stepMask, Why: "mask /proc/" + p + " for a uid-0 runner"})
+	}
+	return steps
+}
 
-	// Every mount beneath the caller's /proc, parents before children:
-	// the depth of a mount is the length of its chain of parents up to
-	// the caller's /proc. Mounts on a /proc that is covered, or outside
-	// it, have no such chain and show nothing to the caller.
-	type sub struct {
-		e     *mountEntry
-		rel   string
-		depth int
-		order int
+// subMount is one mount beneath the caller's /proc.
+type subMount struct {
+	e     *mountEntry
+	rel   string // its path beneath /proc
+	depth int    // the length of its chain of parents up to the caller's /proc
+}
+
+// subMounts lists every mount beneath the caller's /proc top, parents
+// before children. Mounts on a /proc that is covered, or outside it, have
+// no chain of parents up to top and show nothing to the caller.
+func subMounts(entries []mountEntry, top *mountEntry) []subMount {
+	byID := make(map[int]*mountEntry, len(entries))
+	for i := range entries {
+		byID[entries[i].ID] = &entries[i]
 	}
-	var subs []sub
+	var subs []subMount
 	for i := range entries {
 		e := &entries[i]
-		mp := path.Clean(e.MountPoint)
-		rel, ok := strings.CutPrefix(mp, "/proc/")
+		rel, ok := strings.CutPrefix(path.Clean(e.MountPoint), "/proc/")
 		if !ok || rel == "" {
 			continue
 		}
@@ -172,10 +198,17 @@ func planProc(entries []mountEntry, runnerUID0, keepGID bool) (procPlan, error) 
 		if first, _, _ := strings.Cut(rel, "/"); isNumber(first) {
 			continue
 		}
-		subs = append(subs, sub{e, rel, depth, i})
+		subs = append(subs, subMount{e, rel, depth})
 	}
-	slices.SortStableFunc(subs, func(a, b sub) int { return a.depth - b.depth })
-	for _, s := range subs {
+	slices.SortStableFunc(subs, func(a, b subMount) int { return a.depth - b.depth })
+	return subs
+}
+
+// keptSteps repeat, beneath the fresh /proc, what the caller has mounted
+// beneath its own.
+func keptSteps(entries []mountEntry, top *mountEntry, runnerUID0 bool) []procStep {
+	var steps []procStep
+	for _, s := range subMounts(entries, top) {
 		step := procStep{Path: s.rel, Kind: stepMask,
 			Why: fmt.Sprintf("keep the caller's mask of /proc/%s (%s)", s.rel, s.e.FSType)}
 		// A part of proc bound onto its own path is what runtimes use to
@@ -192,9 +225,9 @@ func planProc(entries []mountEntry, runnerUID0, keepGID bool) (procPlan, error) 
 				step.ReadOnly = true
 			}
 		}
-		plan.Steps = append(plan.Steps, step)
+		steps = append(steps, step)
 	}
-	return plan, nil
+	return steps
 }
 
 func rwName(ro bool) string {
@@ -245,18 +278,18 @@ func mountFlags(opts []string) uintptr {
 // mountProc mounts a /proc for the new PID namespace that keeps every
 // restriction of the caller's. It must run before anything covers the
 // caller's /proc: /proc/self/mountinfo is read from it.
-func mountProc(o *Options) *SetupError {
+func mountProc(p *stage.Proc) *stage.SetupError {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return &SetupError{Step: "read the caller's mounts (/proc/self/mountinfo)", Err: err}
+		return &stage.SetupError{Step: "read the caller's mounts (/proc/self/mountinfo)", Err: err}
 	}
 	entries, err := parseMountinfo(string(data))
 	if err != nil {
-		return &SetupError{Step: "read the caller's mounts (/proc/self/mountinfo)", Err: err}
+		return &stage.SetupError{Step: "read the caller's mounts (/proc/self/mountinfo)", Err: err}
 	}
 	plan, err := planProc(entries, os.Getuid() == 0, gidMeansTheSame())
 	if err != nil {
-		return &SetupError{Step: "keep the caller's /proc restrictions", Err: err}
+		return &stage.SetupError{Step: "keep the caller's /proc restrictions", Err: err}
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|plan.Flags, plan.Data); err != nil {
 		step := "mount proc on /proc in the new namespace"
@@ -264,21 +297,21 @@ func mountProc(o *Options) *SetupError {
 			step += " (" + plan.Data + ", as the caller's)"
 		}
 		// The hint depends on who the caller is, which only the host
-		// side knows: it adds one (see explainInitFailure).
-		return &SetupError{Step: step, Err: err}
+		// side knows: it adds one (package probe, ExplainInitFailure).
+		return &stage.SetupError{Step: step, Err: err}
 	}
 	applied := 0
 	for _, s := range plan.Steps {
 		done, err := applyProcStep(s)
 		if err != nil {
-			return &SetupError{Step: s.Why, Err: err}
+			return &stage.SetupError{Step: s.Why, Err: err}
 		}
 		if done {
 			applied++
 		}
 	}
-	if o != nil && (applied > 0 || plan.Data != "") {
-		o.logf("pidns: fresh /proc %s, %d paths beneath it masked or read-only", withOptions(plan.Data), applied)
+	if applied > 0 || plan.Data != "" {
+		p.Logf("pidns: fresh /proc %s, %d paths beneath it masked or read-only", withOptions(plan.Data), applied)
 	}
 	return nil
 }

@@ -1,19 +1,21 @@
 package sandbox
 
+// The host side of pidns mode: clone the init into new namespaces, pass
+// every signal on to it, and exit with its status.
+
 import (
 	"errors"
-	"fmt"
 	"os"
 	"runtime"
-	"strings"
 	"syscall"
 
+	"github.com/corral-sh/corral/internal/exitstatus"
 	"github.com/corral-sh/corral/reaper"
+	"github.com/corral-sh/corral/sandbox/internal/probe"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
 )
-
-const initArg0 = "corral [init]"
 
 // initCaps are what a non-root init needs across its execve inside a new
 // user namespace (where a non-zero uid loses every capability at exec
@@ -22,23 +24,12 @@ const initArg0 = "corral [init]"
 var initCaps = []int{int(capability.CAP_SYS_ADMIN), int(capability.CAP_NET_ADMIN), int(capability.CAP_SETPCAP)}
 
 // runPidns clones an init into new namespaces, forwards signals to it, and
-// returns its exit status. An *unavailableError means the namespaces could
-// not be made and nothing of the runner started.
-func runPidns(o *Options) (int, error) {
-	userns := o.Namespaces.User || !holdsCap(capability.CAP_SYS_ADMIN)
-	flags := uintptr(unix.CLONE_NEWPID | unix.CLONE_NEWNS)
-	if userns {
-		flags |= unix.CLONE_NEWUSER
-	}
-	if o.Namespaces.Net {
-		flags |= unix.CLONE_NEWNET
-	}
-	if o.Namespaces.IPC {
-		flags |= unix.CLONE_NEWIPC
-	}
-	if o.Namespaces.UTS || o.Namespaces.Hostname != "" {
-		flags |= unix.CLONE_NEWUTS
-	}
+// returns its exit status. A *probe.UnavailableError means the namespaces
+// could not be made and nothing of the runner started.
+func (h *host) runPidns() (int, error) {
+	plan := &h.plan
+	userns := plan.Namespaces.User || !stage.HoldsCap(capability.CAP_SYS_ADMIN)
+	flags := cloneFlags(plan.Namespaces, userns)
 	sys := &syscall.SysProcAttr{
 		Cloneflags: flags,
 		// The kernel kills the init, and with it the whole namespace, when
@@ -47,56 +38,74 @@ func runPidns(o *Options) (int, error) {
 		Pdeathsig: syscall.SIGKILL,
 	}
 	if userns {
-		mapCallerIDs(sys, append(append([]int{}, initCaps...), o.Privileges.Keep...))
+		stage.MapCallerIDs(sys, append(append([]int{}, initCaps...), plan.Privileges.Keep...))
 	}
-	term := openTerminal(o) // terminal mode (terminal.go)
-	o.Terminal = term != nil
+	term := openTerminal(h.Proc) // terminal mode (terminal.go)
 	// Terminal mode: the init must not sit in the foreground group, or the
 	// terminal's Ctrl-C would reach it as a cancel.
-	sys.Setpgid = o.Terminal
+	sys.Setpgid = term != nil
 	// Never unlocked: this goroutine (main) and its thread live until exit.
 	runtime.LockOSThread()
-	sigs := o.signals()
+	sigs := h.Signals()
 
-	o.CgroupOwner = os.Getpid() // the name an operator sees outside (cgroup.go)
-	pid, link, err := spawnStage(initArg0, msgInitStart, initStart{Options: *o, Mask: callerMask}, syscall.ProcAttr{Sys: sys})
+	start := stage.InitStart{Plan: *plan, Terminal: term != nil, Mask: h.Caller.Mask,
+		CgroupOwner: os.Getpid()} // the name an operator sees outside
+	pid, link, err := stage.Spawn(stage.InitArg0, stage.MsgInitStart, start, syscall.ProcAttr{Sys: sys}, h.Caller)
 	if err != nil {
-		return 125, cloneFailure(o, flags, userns, err)
+		return exitstatus.Setup, probe.CloneFailure(plan, h.Caller, flags, userns, err)
 	}
-	ready, err := link.awaitReply()
+	ready, err := link.AwaitReply(stage.StepInitReply)
 	if term == nil || !ready {
 		link.Close()
 	}
 	if !ready {
+		if stage.IsProtocolError(err) {
+			// The init said what it must not: no fallback, nothing of it
+			// may go on.
+			_ = unix.Kill(pid, unix.SIGKILL)
+			waitInit(pid)
+			return exitstatus.Setup, err
+		}
 		status := waitInit(pid)
-		return 125, explainInitFailure(o, err, status)
+		return exitstatus.Setup, probe.ExplainInitFailure(plan, h.Caller, err, status)
 	}
+	// The init has its own working directory since the clone, and the
+	// runner gets it from the init: this process leaves the caller's, so
+	// that the run does not pin the caller's mount. Not before ready:
+	// --mode auto's fallback runs the runner from here.
+	_ = unix.Chdir("/")
 	if userns {
-		o.logf("mode pidns: new user, PID and mount namespaces, uid %d and gid %d mapped to themselves", os.Getuid(), os.Getgid())
+		h.Logf("mode pidns: new user, PID and mount namespaces, uid %d and gid %d mapped to themselves", os.Getuid(), os.Getgid())
 	} else {
-		o.logf("mode pidns: new PID and mount namespaces (no user namespace: corral holds CAP_SYS_ADMIN)")
+		h.Logf("mode pidns: new PID and mount namespaces (no user namespace: corral holds CAP_SYS_ADMIN)")
 	}
+	var broken <-chan error
 	if term != nil { // terminal mode: the init reports the runner's stops (terminal.go)
-		go term.followInit(link, pid)
+		broken = term.followInit(link, pid)
 		defer term.restore()
 	}
 	// The init registered every signal before it said ready; what came
 	// here meanwhile waited in the channel and is passed on now.
 	sigs.Wait()
-	return relay(pid, sigs, term), nil
+	return relay(pid, sigs, term, broken)
 }
 
-// initFailure is why the init did not become ready: the failure it
-// reported, or how it ended without one.
-func initFailure(err error, status int) *SetupError {
-	var setup *SetupError
-	switch {
-	case errors.As(err, &setup):
-		return setup
-	case err == nil:
-		err = fmt.Errorf("exited with status %d before it was ready", status)
+// cloneFlags are the namespaces the init is cloned into.
+func cloneFlags(ns stage.Namespaces, userns bool) uintptr {
+	flags := uintptr(unix.CLONE_NEWPID | unix.CLONE_NEWNS)
+	if userns {
+		flags |= unix.CLONE_NEWUSER
 	}
-	return &SetupError{Step: "start the pidns init", Err: err}
+	if ns.Net {
+		flags |= unix.CLONE_NEWNET
+	}
+	if ns.IPC {
+		flags |= unix.CLONE_NEWIPC
+	}
+	if ns.UTS || ns.Hostname != "" {
+		flags |= unix.CLONE_NEWUTS
+	}
+	return flags
 }
 
 // waitInit waits for an init that failed before it was ready.
@@ -116,14 +125,23 @@ func waitInit(pid int) int {
 // entrypoint) the kernel hands this process every orphan of its
 // namespace (a `docker exec … &` whose parent left), and they must be
 // reaped, not left as zombies. No goroutine blocks in a syscall here.
-// term is terminal mode's, or nil.
-func relay(init int, sigs *reaper.Signals, term *terminal) int {
+// term is terminal mode's, or nil; broken says the init's link carried a
+// message out of the protocol, which ends the run with status 125.
+func relay(init int, sigs *reaper.Signals, term *terminal, broken <-chan error) (int, error) {
 	for {
 		if status, done := reapUntilInit(init); done {
-			return status
+			return status, nil
 		}
 		select {
 		case <-sigs.Children():
+		case err := <-broken:
+			_ = unix.Kill(init, unix.SIGKILL) // our unreaped child: its pid cannot be reused
+			for {
+				if _, done := reapUntilInit(init); done {
+					return exitstatus.Setup, err
+				}
+				<-sigs.Children()
+			}
 		case s := <-sigs.Incoming():
 			if term != nil { // terminal mode (terminal.go)
 				term.relay(init, s.(syscall.Signal))
@@ -157,37 +175,4 @@ func reapUntilInit(init int) (int, bool) {
 			return reaper.ExitCode(ws), true
 		}
 	}
-}
-
-// mapCallerIDs maps the caller's uid and gid to themselves in the new user
-// namespace (as bwrap does, so tools that look up their passwd entry keep
-// working), with setgroups denied as an unprivileged gid map requires. A
-// non-zero uid loses every capability at the child's execve unless it is
-// ambient, so the ones the child needs are carried that way.
-func mapCallerIDs(sys *syscall.SysProcAttr, ambient []int) {
-	uid, gid := os.Getuid(), os.Getgid()
-	sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-	sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	sys.GidMappingsEnableSetgroups = false
-	if uid != 0 {
-		for _, c := range ambient {
-			sys.AmbientCaps = append(sys.AmbientCaps, uintptr(c))
-		}
-	}
-}
-
-func cloneFlagNames(flags uintptr) string {
-	var names []string
-	for _, f := range []struct {
-		flag uintptr
-		name string
-	}{
-		{unix.CLONE_NEWUSER, "CLONE_NEWUSER"}, {unix.CLONE_NEWPID, "CLONE_NEWPID"}, {unix.CLONE_NEWNS, "CLONE_NEWNS"},
-		{unix.CLONE_NEWNET, "CLONE_NEWNET"}, {unix.CLONE_NEWIPC, "CLONE_NEWIPC"}, {unix.CLONE_NEWUTS, "CLONE_NEWUTS"},
-	} {
-		if flags&f.flag != 0 {
-			names = append(names, f.name)
-		}
-	}
-	return "clone(" + strings.Join(names, "|") + ")"
 }

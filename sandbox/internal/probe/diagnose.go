@@ -1,15 +1,15 @@
-package sandbox
+package probe
 
 import (
 	"errors"
 	"fmt"
-	"github.com/corral-sh/corral/internal/proc"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/corral-sh/corral/internal/proc"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
 )
@@ -21,25 +21,6 @@ import (
 // subreaper; a resource shortage never does: running with weaker
 // containment because a limit was hit for a moment would be a silent
 // downgrade.
-
-// effectiveCaps reads this thread's effective capabilities with capget(2),
-// which needs no file descriptor: at a low RLIMIT_NOFILE, reading
-// /proc/self/status would fail and make root look unprivileged.
-func effectiveCaps() (uint64, error) {
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return 0, err
-	}
-	return uint64(data[0].Effective) | uint64(data[1].Effective)<<32, nil
-}
-
-// holdsCap reports whether this thread holds c in its effective set: the
-// module's one capability check.
-func holdsCap(c capability.Cap) bool {
-	caps, err := effectiveCaps()
-	return err == nil && caps&(1<<uint(c)) != 0
-}
 
 // isRefusal says whether errno is the kernel or a policy refusing a
 // namespace step, as opposed to a resource running out.
@@ -61,13 +42,22 @@ func isResource(err error) bool {
 	return false
 }
 
-// cloneFailure explains why the init could not be started. A refusal is
-// an *unavailableError (auto may fall back); anything else is a plain
-// *SetupError (status 125, no fallback). env is the init's environment.
-func cloneFailure(o *Options, flags uintptr, userns bool, err error) error {
-	s := &SetupError{Step: cloneFlagNames(flags), Err: err}
+// UnavailableError says pidns mode could not be set up and nothing of the
+// runner has started, so falling back to subreaper mode loses nothing.
+type UnavailableError struct{ *stage.SetupError }
+
+// Unwrap makes the SetupError itself, not only its cause, visible to
+// errors.As.
+func (u *UnavailableError) Unwrap() error { return u.SetupError }
+
+// CloneFailure explains why the init (or a probe child) could not be
+// started. A refusal is an *UnavailableError (auto may fall back); anything
+// else is a plain *SetupError (status 125, no fallback). plan is the run's
+// (nil for a probe child): the init carries its environment.
+func CloneFailure(plan *stage.Plan, caller stage.Caller, flags uintptr, userns bool, err error) error {
+	s := &stage.SetupError{Step: cloneFlagNames(flags), Err: err}
 	if !isRefusal(err) {
-		s.Hint = resourceHint(err, o.Env, []string{initArg0})
+		s.Hint = resourceHint(err, envOf(plan), []string{stage.InitArg0}, caller)
 		switch {
 		case errors.Is(err, unix.E2BIG):
 			s.Step = "exec the init (corral [init]) with the runner's environment"
@@ -79,35 +69,55 @@ func cloneFailure(o *Options, flags uintptr, userns bool, err error) error {
 	if userns {
 		// Go's ForkExec writes the id maps itself and returns only an
 		// errno: try each step alone to say which one the kernel refused.
-		if step, stepErr := diagnoseUserns(); step != "" {
+		if step, stepErr := DiagnoseUserns(); step != "" {
 			s.Step, s.Err = step, stepErr
 		}
 	}
 	s.Hint = refusalHint(readFacts(), s.Step, s.Err, flags, userns)
-	return &unavailableError{withModeAdvice(o, s)}
+	return &UnavailableError{withModeAdvice(plan, s)}
 }
 
-// explainInitFailure turns what the init reported (err: its *SetupError,
+func envOf(plan *stage.Plan) []string {
+	if plan == nil {
+		return nil
+	}
+	return plan.Env
+}
+
+// ExplainInitFailure turns what the init reported (err: its *SetupError,
 // a broken link, or nil when it died without a word, with its exit status)
 // into the error corral prints.
-func explainInitFailure(o *Options, err error, status int) error {
-	s := initFailure(err, status) // host.go
+func ExplainInitFailure(plan *stage.Plan, caller stage.Caller, err error, status int) error {
+	s := InitFailure(err, status)
 	if isResource(s.Err) {
 		if s.Hint == "" {
-			s.Hint = resourceHint(s.Err, o.Env, nil)
+			s.Hint = resourceHint(s.Err, envOf(plan), nil, caller)
 		}
 		return s
 	}
 	if strings.HasPrefix(s.Step, "mount proc on /proc") && errors.Is(s.Err, unix.EPERM) {
 		s.Hint = procMountHint(readFacts())
 	}
-	return &unavailableError{withModeAdvice(o, s)}
+	return &UnavailableError{withModeAdvice(plan, s)}
+}
+
+// InitFailure is why the init did not become ready: the failure it
+// reported, or how it ended without one.
+func InitFailure(err error, status int) *stage.SetupError {
+	var setup *stage.SetupError
+	switch {
+	case errors.As(err, &setup):
+		return setup
+	case err == nil:
+		err = fmt.Errorf("exited with status %d before it was ready", status)
+	}
+	return &stage.SetupError{Step: "start the pidns init", Err: err}
 }
 
 // withModeAdvice adds the way out that only an explicit --mode pidns
 // needs: auto falls back by itself, and in the probe it is no advice.
-func withModeAdvice(o *Options, s *SetupError) *SetupError {
-	if o != nil && o.Mode == ModePidns && !o.Namespaces.any() {
+func withModeAdvice(plan *stage.Plan, s *stage.SetupError) *stage.SetupError {
+	if plan != nil && plan.Mode == stage.ModePidns && !plan.Namespaces.Any() {
 		if s.Hint != "" {
 			s.Hint += "; "
 		}
@@ -116,13 +126,13 @@ func withModeAdvice(o *Options, s *SetupError) *SetupError {
 	return s
 }
 
-// diagnoseUserns creates a user namespace the way pidns mode does, one
+// DiagnoseUserns creates a user namespace the way pidns mode does, one
 // step at a time, in a throwaway child that holds still while this
 // process writes its id maps, and names the first step that fails. It
 // returns "" when every step works.
-func diagnoseUserns() (string, error) {
+func DiagnoseUserns() (string, error) {
 	sys := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER, Pdeathsig: syscall.SIGKILL}
-	pid, link, err := spawnStage(probeArg0, msgProbeStart, probeStart{Step: "hold"}, syscall.ProcAttr{Sys: sys, Env: []string{}})
+	pid, link, err := stage.Spawn(stage.ProbeArg0, stage.MsgProbeStart, stage.ProbeStart{Step: "hold"}, syscall.ProcAttr{Sys: sys, Env: []string{}}, stage.Inherited())
 	if err != nil {
 		return "clone(CLONE_NEWUSER)", err
 	}
@@ -137,7 +147,7 @@ func diagnoseUserns() (string, error) {
 			}
 		}
 	}()
-	if ready, err := link.awaitReply(); !ready {
+	if ready, err := link.AwaitReply(stage.StepProbeReply); !ready {
 		if err == nil {
 			err = errors.New("it exited before it was ready")
 		}
@@ -161,18 +171,6 @@ func diagnoseUserns() (string, error) {
 	return "", nil
 }
 
-// holdProbe is the probe child's side of diagnoseUserns: say it is
-// running, then wait to be killed.
-func holdProbe(link *stageLink) {
-	_ = link.ready()
-	link.Close()
-	// A blocking system call, not select{}: the runtime would call an
-	// empty select a deadlock and crash.
-	for {
-		_ = unix.Pause()
-	}
-}
-
 // facts is what corral can see about its own situation.
 type facts struct {
 	uid        int
@@ -193,7 +191,7 @@ var explainingSysctls = []string{
 
 func readFacts() facts {
 	f := facts{uid: os.Getuid(), sysctls: map[string]string{}}
-	f.caps, _ = effectiveCaps()
+	f.caps, _ = stage.EffectiveCaps()
 	if status, err := proc.ReadStatus("/proc/self/status"); err == nil {
 		f.seccomp, f.noNewPrivs = status["Seccomp"], status["NoNewPrivs"]
 	}
@@ -312,20 +310,21 @@ func procMountHint(f facts) string {
 }
 
 // resourceHint names the resource an errno says ran out, and its limit.
-// env and argv are what the failed execve carried, for E2BIG.
-func resourceHint(err error, env, argv []string) string {
+// env and argv are what the failed execve carried, for E2BIG; caller is
+// what corral inherited.
+func resourceHint(err error, env, argv []string, caller stage.Caller) string {
 	switch {
 	case errors.Is(err, unix.EMFILE):
 		var rl unix.Rlimit
 		_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &rl)
-		return fmt.Sprintf("corral has reached its open-file limit (RLIMIT_NOFILE %s, hard %s): raise it (ulimit -n; docker run --ulimit nofile=N:N)", rlimitValue(rl.Cur), rlimitValue(rl.Max))
-	case errors.Is(err, unix.EBADF) && len(inheritedFDs) > 0:
-		// stageFiles puts a stage's socket above the caller's highest
+		return fmt.Sprintf("corral has reached its open-file limit (RLIMIT_NOFILE %s, hard %s): raise it (ulimit -n; docker run --ulimit nofile=N:N)", stage.RlimitValue(rl.Cur), stage.RlimitValue(rl.Max))
+	case errors.Is(err, unix.EBADF) && len(caller.FDs) > 0:
+		// stage.Files puts a stage's socket above the caller's highest
 		// descriptor, which must stay below the limit.
 		var rl unix.Rlimit
 		_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &rl)
-		high := inheritedFDs[len(inheritedFDs)-1]
-		return fmt.Sprintf("corral passes its stages a descriptor above the highest one it inherited (%d), and RLIMIT_NOFILE %s does not reach that far: raise the limit above %d, or start corral with fewer descriptors open", high, rlimitValue(rl.Cur), high+1)
+		high := caller.FDs[len(caller.FDs)-1]
+		return fmt.Sprintf("corral passes its stages a descriptor above the highest one it inherited (%d), and RLIMIT_NOFILE %s does not reach that far: raise the limit above %d, or start corral with fewer descriptors open", high, stage.RlimitValue(rl.Cur), high+1)
 	case errors.Is(err, unix.ENFILE):
 		max, _ := readSysctl("fs.file-max")
 		return "the machine's open-file limit is reached (fs.file-max " + max + "): raise it, or close files elsewhere"
@@ -334,7 +333,7 @@ func resourceHint(err error, env, argv []string) string {
 	case errors.Is(err, unix.ENOMEM):
 		return "the kernel ran out of memory for this step (or the cgroup's memory limit was hit)"
 	case errors.Is(err, unix.E2BIG):
-		return argsHint(env, argv)
+		return stage.ArgsHint(env, argv)
 	}
 	return ""
 }
@@ -387,56 +386,24 @@ func processLimits() string {
 	return strings.Join(limits, ", ")
 }
 
-// argsHint explains E2BIG: what one execve may carry, against what it
-// carried.
-func argsHint(env, argv []string) string {
-	total, longest, count := 0, 0, 0
-	for _, list := range [][]string{argv, env} {
-		for _, s := range list {
-			n := len(s) + 1
-			// Each string also costs a pointer on the new stack.
-			total += n + 8
-			longest = max(longest, n)
-			count++
-		}
-	}
-	var stack unix.Rlimit
-	limit := "a quarter of RLIMIT_STACK"
-	if unix.Getrlimit(unix.RLIMIT_STACK, &stack) == nil && stack.Cur != unix.RLIM_INFINITY {
-		limit = fmt.Sprintf("%s (a quarter of RLIMIT_STACK %s)", sizeText(uint64(max(stack.Cur/4, 128<<10))), sizeText(stack.Cur))
-	}
-	return fmt.Sprintf("the runner's arguments and environment take %s in %d strings (the longest %s), above what one execve accepts: %s in all, 128 KiB for one string; pass large values in a file, or raise the stack limit (ulimit -s)",
-		sizeText(uint64(total)), count, sizeText(uint64(longest)), limit)
-}
-
-func sizeText(n uint64) string {
-	switch {
-	case n >= 1<<20:
-		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
-	case n >= 1<<10:
-		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
-	}
-	return strconv.FormatUint(n, 10) + " bytes"
-}
-
 // probeUserns is the probe's answer for user namespaces: each step
 // pidns mode takes, tried alone, so a refused uid map is not reported as
 // user namespaces being disabled.
 func probeUserns() Check {
 	c := Check{Name: "user namespaces"}
-	step, err := diagnoseUserns()
+	step, err := DiagnoseUserns()
 	switch {
 	case step == "":
 		c.Available = true
 	case strings.HasPrefix(step, "clone("):
-		c.Detail = (&SetupError{Step: step, Err: err, Hint: refusalHint(readFacts(), step, err, unix.CLONE_NEWUSER, true)}).Error()
+		c.Detail = (&stage.SetupError{Step: step, Err: err, Hint: refusalHint(readFacts(), step, err, unix.CLONE_NEWUSER, true)}).Error()
 	default:
 		f := readFacts()
 		why := "available, but " + step + " failed"
 		if strings.Contains(step, "uid_map") && f.uid == 0 && !f.has(capability.CAP_SETFCAP) {
 			why = "available, but uid 0 without CAP_SETFCAP cannot map itself"
 		}
-		c.Detail = why + ": " + (&SetupError{Step: step, Err: err, Hint: refusalHint(f, step, err, unix.CLONE_NEWUSER, true)}).Error()
+		c.Detail = why + ": " + (&stage.SetupError{Step: step, Err: err, Hint: refusalHint(f, step, err, unix.CLONE_NEWUSER, true)}).Error()
 	}
 	return c
 }
@@ -461,4 +428,20 @@ func withNoNewPrivsNote(c Check) Check {
 		c.Detail += n
 	}
 	return c
+}
+
+func cloneFlagNames(flags uintptr) string {
+	var names []string
+	for _, f := range []struct {
+		flag uintptr
+		name string
+	}{
+		{unix.CLONE_NEWUSER, "CLONE_NEWUSER"}, {unix.CLONE_NEWPID, "CLONE_NEWPID"}, {unix.CLONE_NEWNS, "CLONE_NEWNS"},
+		{unix.CLONE_NEWNET, "CLONE_NEWNET"}, {unix.CLONE_NEWIPC, "CLONE_NEWIPC"}, {unix.CLONE_NEWUTS, "CLONE_NEWUTS"},
+	} {
+		if flags&f.flag != 0 {
+			names = append(names, f.name)
+		}
+	}
+	return "clone(" + strings.Join(names, "|") + ")"
 }

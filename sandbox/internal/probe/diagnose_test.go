@@ -1,10 +1,10 @@
-package sandbox
+package probe
 
 import (
 	"errors"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/moby/sys/capability"
@@ -136,19 +136,19 @@ func TestRefusalsAndResources(t *testing.T) {
 			t.Errorf("%v: want a resource shortage", e)
 		}
 	}
-	// Wrapped, as spawnStage returns them.
+	// Wrapped, as stage.Spawn returns them.
 	if !isResource(&os.SyscallError{Syscall: "pipe2", Err: unix.EMFILE}) {
 		t.Error("a wrapped EMFILE is not seen")
 	}
 	// As the init's failures come back: rebuilt, errno intact.
-	remote := failureOf(&SetupError{Step: "clone", Err: unix.EAGAIN}).setupError()
+	remote := stage.FailureOf(&stage.SetupError{Step: "clone", Err: unix.EAGAIN}).SetupError()
 	if !isResource(remote) || isRefusal(remote) {
 		t.Errorf("a remote EAGAIN is not seen as a resource shortage: %v", remote)
 	}
 	// E2BIG and EMFILE starting the init: 125 with the limit, no fallback.
 	for _, e := range []unix.Errno{unix.E2BIG, unix.EMFILE, unix.EAGAIN} {
-		err := cloneFailure(&Options{Mode: ModeAuto}, unix.CLONE_NEWPID|unix.CLONE_NEWNS, false, e)
-		var u *unavailableError
+		err := CloneFailure(&stage.Plan{Mode: stage.ModeAuto}, stage.Caller{}, unix.CLONE_NEWPID|unix.CLONE_NEWNS, false, e)
+		var u *UnavailableError
 		if errors.As(err, &u) || !strings.Contains(err.Error(), unix.ErrnoName(e)) {
 			t.Errorf("%v starting the init: want a plain 125 naming it, got %T %v", e, err, err)
 		}
@@ -158,61 +158,36 @@ func TestRefusalsAndResources(t *testing.T) {
 // The init's silence is explained without a dangling colon, and a
 // resource error from the init is never a reason to fall back.
 func TestExplainInitFailure(t *testing.T) {
-	err := explainInitFailure(&Options{Mode: ModeAuto}, nil, 2)
-	var u *unavailableError
+	err := ExplainInitFailure(&stage.Plan{Mode: stage.ModeAuto}, stage.Caller{}, nil, 2)
+	var u *UnavailableError
 	if !errors.As(err, &u) {
 		t.Fatalf("an init that died before ready: want a fallback-able error, got %T", err)
 	}
 	if msg := err.Error(); strings.HasSuffix(strings.TrimSpace(msg), ":") || !strings.Contains(msg, "exited with status 2 before it was ready") {
 		t.Errorf("message: %q", msg)
 	}
-	err = explainInitFailure(&Options{Mode: ModeAuto}, failureOf(&SetupError{Step: "mount proc on /proc in the new namespace", Err: unix.ENOMEM}).setupError(), 125)
+	err = ExplainInitFailure(&stage.Plan{Mode: stage.ModeAuto}, stage.Caller{}, stage.FailureOf(&stage.SetupError{Step: "mount proc on /proc in the new namespace", Err: unix.ENOMEM}).SetupError(), 125)
 	if errors.As(err, &u) {
 		t.Errorf("ENOMEM from the init must not fall back: %v", err)
 	}
-	err = explainInitFailure(&Options{Mode: ModePidns}, failureOf(&SetupError{Step: "mount proc on /proc in the new namespace", Err: unix.EPERM}).setupError(), 125)
+	err = ExplainInitFailure(&stage.Plan{Mode: stage.ModePidns}, stage.Caller{}, stage.FailureOf(&stage.SetupError{Step: "mount proc on /proc in the new namespace", Err: unix.EPERM}).SetupError(), 125)
 	if !strings.Contains(err.Error(), "overmounted") || !strings.Contains(err.Error(), "--mode subreaper") {
 		t.Errorf("explicit pidns, refused proc mount: %q", err)
 	}
-	if err := explainInitFailure(&Options{Mode: ModeAuto}, failureOf(&SetupError{Step: "mount proc on /proc in the new namespace", Err: unix.EPERM}).setupError(), 125); strings.Contains(err.Error(), "--mode subreaper") {
+	if err := ExplainInitFailure(&stage.Plan{Mode: stage.ModeAuto}, stage.Caller{}, stage.FailureOf(&stage.SetupError{Step: "mount proc on /proc in the new namespace", Err: unix.EPERM}).SetupError(), 125); strings.Contains(err.Error(), "--mode subreaper") {
 		t.Errorf("auto falls back by itself; no advice to: %q", err)
 	}
 }
 
-func TestArgsHint(t *testing.T) {
-	got := argsHint([]string{"A=" + strings.Repeat("x", 3<<20)}, []string{"/bin/true"})
-	for _, w := range []string{"3.0 MiB in 2 strings", "the longest 3.0 MiB", "128 KiB for one string", "RLIMIT_STACK"} {
-		if !strings.Contains(got, w) {
-			t.Errorf("hint lacks %q: %q", w, got)
-		}
+// The host hands the init's failure on as it came, errno and hint; a
+// failed init without a word says how it ended.
+func TestInitFailure(t *testing.T) {
+	overmounted := &stage.SetupError{Step: "mount proc on /proc in the new namespace", Err: unix.EPERM, Hint: "parts of /proc are overmounted"}
+	remote := stage.FailureOf(overmounted).SetupError()
+	if got := InitFailure(remote, 125); !errors.Is(got, unix.EPERM) || got.Hint != overmounted.Hint {
+		t.Errorf("InitFailure lost the errno or the hint: %v", got)
 	}
-}
-
-// The capability check needs no file descriptor: at an exhausted
-// RLIMIT_NOFILE root still sees its CAP_SYS_ADMIN (reading
-// /proc/self/status would fail with EMFILE and look unprivileged).
-func TestHasCapWithoutFreeFileDescriptors(t *testing.T) {
-	if os.Geteuid() != 0 || !holdsCap(capability.CAP_SYS_ADMIN) {
-		t.Skip("needs root with CAP_SYS_ADMIN")
-	}
-	var old syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
-		t.Fatal(err)
-	}
-	low := old
-	low.Cur = 3
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
-		t.Fatal(err)
-	}
-	has := holdsCap(capability.CAP_SYS_ADMIN)
-	_, openErr := os.Open("/proc/self/status")
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
-		t.Fatal(err)
-	}
-	if !errors.Is(openErr, syscall.EMFILE) {
-		t.Fatalf("the limit did not bite (open: %v): the test proves nothing", openErr)
-	}
-	if !has {
-		t.Error("holdsCap(CAP_SYS_ADMIN) is false at an exhausted fd limit")
+	if got := InitFailure(nil, 2); !strings.Contains(got.Error(), "status 2 before it was ready") {
+		t.Errorf("InitFailure(nil, 2) = %v", got)
 	}
 }

@@ -1,0 +1,106 @@
+// Package pidinit is PID 1 of the new PID namespace in pidns mode (argv[0]
+// "corral [init]"): it makes its mounts private, mounts a /proc for the
+// namespace that keeps every restriction of the caller's
+// (procmount.go), brings up loopback in a new network namespace, sets the
+// hostname, then runs the reaper engine as PID 1, reporting the runner's
+// job stops to the host side in terminal mode (jobs.go).
+package pidinit
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/corral-sh/corral/internal/exitstatus"
+	"github.com/corral-sh/corral/reaper"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
+	"golang.org/x/sys/unix"
+)
+
+// Main sets up the new namespaces and runs the engine (newEngine: package
+// supervise's, handed in by package sandbox) as PID 1. It never returns.
+func Main(newEngine stage.NewEngine) {
+	// First: the host passes signals on as soon as this init says ready,
+	// and a process inside the namespace may send any once the runner
+	// runs. The registration goes on while the namespaces are set up, and
+	// is complete before the init says so.
+	sigs := reaper.CatchSignals()
+	link, caller, msg, err := stage.Open(stage.StepInitStart)
+	if err != nil {
+		link.Fail(err)
+		os.Exit(exitstatus.Setup)
+	}
+	start := msg.(*stage.InitStart)
+	caller.Mask = start.Mask // the caller's, as the host side read it
+	plan := start.Plan
+	p := stage.NewProc(os.Stderr, plan.Verbose, caller, sigs)
+	// The cgroup is made beside the mounts, and the starter thread drops
+	// the runner's privileges meanwhile.
+	engine := newEngine(p, &plan, start.CgroupOwner)
+	engine.Prepare(start.Terminal)
+	if err := SetupNamespaces(p, plan.Namespaces); err != nil {
+		engine.Abandon()
+		link.Fail(err)
+		os.Exit(exitstatus.Setup)
+	}
+	said := sayReady(link, sigs, start.Terminal)
+	var jobs reaper.JobControl
+	if start.Terminal {
+		// Terminal mode: the runner's stops go to the host side on the
+		// link, after "ready"; it is close-on-exec, so the runner does not
+		// hold it.
+		jobs = initJobs{link: link, said: said}
+	}
+	sigs.WaitUrgent() // before the engine's first write to stderr
+	status, err := engine.Run(jobs, true)
+	<-said
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "corral: %v\n", err)
+	}
+	os.Exit(status)
+}
+
+// sayReady says "ready" once every signal is registered: the host passes
+// signals on from then. The engine sets up and execs the runner meanwhile
+// (held until the same moment, see package runner), and this init never
+// exits before it said ready: the host takes an init that ends without
+// saying it for a namespace that could not be made. The returned channel
+// is closed once it is said.
+func sayReady(link *stage.Link, sigs *reaper.Signals, keep bool) <-chan struct{} {
+	said := make(chan struct{})
+	go func() {
+		sigs.Wait()
+		if err := link.Ready(); err != nil {
+			fmt.Fprintf(os.Stderr, "corral: init: report ready: %v\n", err)
+		}
+		if !keep {
+			link.Close()
+		}
+		close(said)
+	}()
+	return said
+}
+
+// SetupNamespaces does, inside the new namespaces, what only their PID 1
+// can: a /proc that shows this PID namespace, loopback, the hostname. p
+// nil: nothing is logged (the probe child tries it).
+func SetupNamespaces(p *stage.Proc, ns stage.Namespaces) *stage.SetupError {
+	// Our mounts must not propagate back to the caller's namespace.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return &stage.SetupError{Step: "make mounts private in the new mount namespace", Err: err}
+	}
+	// A /proc for this PID namespace that keeps the caller's restrictions.
+	if err := mountProc(p); err != nil {
+		return err
+	}
+	if ns.Net {
+		if err := loopbackUp(); err != nil {
+			return &stage.SetupError{Step: "bring up loopback in the new network namespace", Err: err}
+		}
+	}
+	if ns.Hostname != "" {
+		if err := unix.Sethostname([]byte(ns.Hostname)); err != nil {
+			return &stage.SetupError{Step: "set hostname in the new UTS namespace", Err: err}
+		}
+	}
+	return nil
+}

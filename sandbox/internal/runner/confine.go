@@ -1,0 +1,137 @@
+package runner
+
+// The runner's confinement beyond its privileges: the seccomp filter that
+// denies TIOCSTI and TIOCLINUX, on every path, and the Landlock policy,
+// on the exec stage's thread alone. Both fail closed: a filter or a policy
+// that cannot be installed stops the start, so the runner never runs
+// without what was asked for.
+
+import (
+	"errors"
+
+	"github.com/corral-sh/corral/internal/landlock"
+	"github.com/corral-sh/corral/internal/seccomp"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
+	"github.com/moby/sys/capability"
+	"golang.org/x/sys/unix"
+)
+
+// restrictRunner applies p to the calling thread (applyPrivileges) and
+// installs the seccomp filter that fails ioctl(TIOCSTI) and
+// ioctl(TIOCLINUX) with EPERM (README.md, "Terminals": the runner cannot push
+// input into the caller's terminal, the CVE-2017-5226 class), in every
+// mode and with or without a terminal. The caller has locked its goroutine
+// to the thread and execs or forks the runner from it, which inherits both.
+//
+// The kernel takes a filter from a thread with no_new_privs or with
+// CAP_SYS_ADMIN. Without --allow-new-privs the filter goes on after
+// no_new_privs is set. With it, the filter goes on first, while the thread
+// may still hold CAP_SYS_ADMIN (root, or the pidns init in its user
+// namespace), before the drop takes that away. An unprivileged caller with
+// --allow-new-privs has neither: the documented exception, in which the
+// runner starts without the filter (filtered is false). Any other failure
+// to install it is a setup error: the runner never starts unprotected.
+func restrictRunner(p stage.Privileges) (filtered bool, err error) {
+	if p.AllowNewPrivs && stage.HoldsCap(capability.CAP_SYS_ADMIN) {
+		if err := denyTerminalInjection(); err != nil {
+			return false, err
+		}
+		filtered = true
+	}
+	if err := applyPrivileges(p); err != nil {
+		return filtered, err
+	}
+	if filtered {
+		return true, nil
+	}
+	err = denyTerminalInjection()
+	if p.AllowNewPrivs && errors.Is(err, unix.EACCES) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func denyTerminalInjection() error {
+	prog, err := seccomp.DenyTerminalInjection()
+	if err == nil {
+		err = seccomp.InstallOnThread(prog)
+	}
+	if err != nil {
+		return &stage.SetupError{Step: "deny TIOCSTI and TIOCLINUX to the runner (seccomp filter)", Err: err,
+			Hint: "an outer seccomp profile or security module refuses filters here; run `corral probe`"}
+	}
+	return nil
+}
+
+// MayForkFromEngine reports whether the runner may be forked from a
+// thread of corral's own process (the starter). Not with a Landlock
+// policy: the thread that forks must carry the runner's domain, and a
+// thread of corral in the runner's domain is one the runner may signal
+// with tgkill (a SIGKILL to one thread kills the whole of corral, defeating
+// --isolate-ipc) and ptrace-attach where its uid and Yama allow (Landlock
+// lets a domain trace its own members), from which corral's memory, and
+// every unrestricted thread, would be the runner's. The exec stage is a
+// process of its own that becomes the runner, so the domain never touches
+// corral; it costs one Go runtime start.
+func MayForkFromEngine(plan *stage.Plan) bool { return !plan.Privileges.Landlock.Active() }
+
+// confineRunner applies p to the calling thread of the exec stage, which
+// then execs the runner: the privilege drop and the TIOCSTI filter
+// (restrictRunner) and the Landlock policy. The kernel takes a Landlock policy only from a thread
+// with no_new_privs or CAP_SYS_ADMIN (in its user namespace), so it goes on
+// after the drop, which sets no_new_privs, unless --allow-new-privs asks
+// for none: then it goes on first, while the thread may still hold
+// CAP_SYS_ADMIN (root, or, in pidns mode, the init's in its own user
+// namespace, which the stage inherits). A thread with neither cannot have
+// it, and the runner is not started. The stage runs after the init's
+// mounts, so the rules bind the fresh /proc of a new PID namespace.
+func confineRunner(p stage.Privileges) error {
+	pol := p.Landlock
+	if !pol.Active() {
+		_, err := restrictRunner(p)
+		return err
+	}
+	if p.AllowNewPrivs && stage.HoldsCap(capability.CAP_SYS_ADMIN) {
+		if err := restrictLandlock(pol, false); err != nil {
+			return err
+		}
+		_, err := restrictRunner(p)
+		return err
+	}
+	if _, err := restrictRunner(p); err != nil {
+		return err
+	}
+	return restrictLandlock(pol, p.AllowNewPrivs)
+}
+
+// restrictLandlock enforces pol on the calling thread.
+func restrictLandlock(pol landlock.Policy, allowNewPrivs bool) error {
+	_, err := landlock.Restrict(pol)
+	if err == nil {
+		return nil
+	}
+	s := LandlockError(err)
+	if allowNewPrivs {
+		s.Hint = "--allow-new-privs leaves no_new_privs unset, and without CAP_SYS_ADMIN the kernel takes no Landlock policy; drop --allow-new-privs, or run corral as root or in pidns mode" +
+			"; " + s.Hint
+	}
+	return s
+}
+
+// LandlockError is a failure to enforce the policy: a 125 that names
+// Landlock and says that the runner did not start.
+func LandlockError(err error) *stage.SetupError {
+	const notRun = "corral does not run the command without the policy it was asked for"
+	var pe *landlock.PolicyError
+	if errors.As(err, &pe) {
+		return &stage.SetupError{Step: "sandbox policy", Err: stage.PlainError(err.Error()),
+			Hint: "the path changed since corral started; " + notRun}
+	}
+	var ue *landlock.UnavailableError
+	var ae *landlock.ABIError
+	if errors.As(err, &ue) || errors.As(err, &ae) {
+		// Their messages name Landlock, the errno and the fix already.
+		return &stage.SetupError{Step: "sandbox policy", Err: stage.PlainError(err.Error()), Hint: notRun + "; run `corral probe`"}
+	}
+	return &stage.SetupError{Step: "sandbox policy: Landlock", Err: err, Hint: notRun}
+}

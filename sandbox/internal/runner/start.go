@@ -1,0 +1,263 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"syscall"
+
+	"github.com/corral-sh/corral/sandbox/internal/stage"
+	"golang.org/x/sys/unix"
+)
+
+// start is how the engine's process starts the runner of one run.
+type start struct {
+	p        *stage.Proc
+	plan     *stage.Plan
+	terminal bool
+	thread   *starter // nil: the exec stage only
+}
+
+// Prepare makes the run's Starter and, when the run can use one, the
+// starter thread, which drops the runner's privileges while the engine's
+// process sets up.
+func Prepare(p *stage.Proc, plan *stage.Plan, terminal bool) stage.Starter {
+	s := &start{p: p, plan: plan, terminal: terminal}
+	if len(plan.Privileges.Rlimits) == 0 && MayForkFromEngine(plan) {
+		s.thread = newStarter(p, plan, terminal)
+	}
+	return s
+}
+
+// Start starts the runner: from the starter thread when there is one, else
+// (or when that path cannot start it) through the exec stage. Either way
+// the runner's first instruction comes after every signal is registered
+// (reaper.Config.StartHolds).
+func (s *start) Start(cg stage.Cgroup) (int, error) {
+	if s.thread != nil {
+		r := s.thread.start(cg.FD())
+		if r.cgroupRefused != nil {
+			cg.Refused(r.cgroupRefused)
+		}
+		if r.ok {
+			return r.pid, nil
+		}
+	}
+	s.p.Signals().Wait()
+	return s.execStage(cg)
+}
+
+// execStage starts the exec stage as a child of the calling process and
+// waits only until the stage has either exec'd the runner (EOF on the
+// stage socket) or reported why not. It never waits for the process: the
+// engine reaps it.
+func (s *start) execStage(cg stage.Cgroup) (int, error) {
+	plan := s.plan
+	msg := stage.ExecStart{Path: plan.Path, Args: plan.Args, Env: plan.Env, Privileges: plan.Privileges, Mask: s.p.Caller.Mask}
+	attr := syscall.ProcAttr{Dir: plan.Dir, Sys: runnerSys(s.terminal)}
+	// Into the run's cgroup from the first instruction; a refusal of that
+	// is tried again outside it.
+	into := attr
+	fd := cg.FD()
+	into.Sys = withCgroup(attr.Sys, fd)
+	pid, link, err := stage.Spawn(stage.ExecArg0, stage.MsgExecStart, msg, into, s.p.Caller)
+	if err != nil && fd >= 0 && refused(err) {
+		refusal := err
+		if pid, link, err = stage.Spawn(stage.ExecArg0, stage.MsgExecStart, msg, attr, s.p.Caller); err == nil {
+			cg.Refused(refusal)
+		}
+	}
+	if err != nil {
+		if plan.Dir != "" {
+			return 0, fmt.Errorf("in working directory %s: %w", plan.Dir, err)
+		}
+		return 0, err
+	}
+	defer link.Close()
+	if _, err := link.AwaitReply(stage.StepExecReply); err != nil {
+		return pid, err
+	}
+	return pid, nil
+}
+
+// starter is the OS thread the runner is forked from, straight from the
+// engine: no re-exec of corral, so no second Go runtime start. It drops
+// what the runner must not have as soon as it exists, while the engine
+// sets up (capabilities, the bounding set and no_new_privs belong to a
+// thread, and a forked child copies its thread's), then waits to fork.
+// It is then parked, locked, for the life of the process: a locked
+// goroutine that returned would take its thread down, and the runtime
+// would have to make another later, which a runner that filled its
+// cgroup's pids.max would refuse it. Rlimits belong to the whole process,
+// so a run that sets them takes the exec stage instead.
+type starter struct {
+	fork chan int // the cgroup to fork into, or -1
+	done chan starterResult
+}
+
+type starterResult struct {
+	pid int
+	ok  bool // false: privileges or exec failed; the exec stage starts the runner, or reports why not (125, 126, 127)
+	// cgroupRefused is the kernel's refusal to start the runner into its
+	// cgroup, when starting it outside worked.
+	cgroupRefused error
+}
+
+func newStarter(p *stage.Proc, plan *stage.Plan, terminal bool) *starter {
+	s := &starter{fork: make(chan int, 1), done: make(chan starterResult, 1)}
+	privileges, sigs, mask := plan.Privileges, p.Signals(), p.Caller.Mask
+	path, args, dir, env, sys := plan.Path, plan.Args, plan.Dir, plan.Env, runnerSys(terminal)
+	go func() {
+		runtime.LockOSThread() // never unlocked, and this goroutine never returns
+		// Privileges, then the TIOCSTI filter (confine.go); then the
+		// caller's mask, which ForkExec gives the child from the forking
+		// thread (this one forks nothing else).
+		filtered, err := restrictRunner(privileges)
+		if err == nil {
+			err = stage.SetThreadMask(mask)
+		}
+		cg := <-s.fork
+		if err == nil {
+			if !filtered {
+				p.Logf("--allow-new-privs without CAP_SYS_ADMIN: the kernel takes no seccomp filter, so the runner may use TIOCSTI")
+			}
+			s.done <- forkHeld(path, args, dir, env, sys, cg, !privileges.AllowNewPrivs, sigs.Wait)
+		} else {
+			s.done <- starterResult{}
+		}
+		select {}
+	}()
+	return s
+}
+
+// start forks the runner from the starter thread, into the cgroup cg
+// (-1: none).
+func (s *starter) start(cg int) starterResult {
+	s.fork <- cg
+	return <-s.done
+}
+
+// forkHeld forks and execs the runner and lets it run its first
+// instruction only once ready returns. The exec (the kernel loading the
+// runner) is the slow part of a start; done under ptrace (PTRACE_TRACEME,
+// so the runner stops at the SIGTRAP of its execve, before any of its
+// code), it overlaps with what ready waits for, and the runner goes on
+// from PTRACE_DETACH without ever seeing the SIGTRAP. Only with
+// no_new_privs, under which a traced exec grants exactly what an untraced
+// one does (a setuid bit is ignored either way); and where ptrace is
+// refused (a seccomp profile, Yama's ptrace_scope 2 or 3), the runner is
+// forked once ready returned. It runs on the thread that will stay the
+// tracer: the calling goroutine must be locked to it.
+//
+// cg (-1: none) is the run's cgroup, which the runner starts in (clone3's
+// CLONE_INTO_CGROUP, in the same SysProcAttr as the ptrace request); where
+// the kernel refuses that and a start outside works, the result says so.
+func forkHeld(path string, args []string, dir string, env []string, sys *syscall.SysProcAttr, cg int, nnp bool, ready func()) starterResult {
+	untraced := &syscall.SysProcAttr{}
+	if sys != nil {
+		*untraced = *sys
+	}
+	traced := *untraced
+	traced.Ptrace = true
+	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: []uintptr{0, 1, 2}, Sys: untraced}
+	var r starterResult
+	fork := func() (int, error) {
+		pid, refusal, err := forkInto(path, args, attr, cg)
+		if refusal != nil {
+			r.cgroupRefused, cg = refusal, -1
+		}
+		return pid, err
+	}
+	if nnp {
+		attr.Sys = &traced
+		pid, err := fork()
+		if err == nil {
+			releaseHeld(pid, ready)
+			r.pid, r.ok = pid, true
+			return r
+		}
+		if !refused(err) {
+			return r // an exec failure: the exec stage reports it
+		}
+		attr.Sys = untraced
+	}
+	ready()
+	pid, err := fork()
+	r.pid, r.ok = pid, err == nil
+	return r
+}
+
+// releaseHeld waits for the held runner's stop at its execve, then for
+// ready, and detaches from it. A runner killed before it stopped is left
+// as it is, unreaped, for the engine (WNOWAIT).
+func releaseHeld(pid int, ready func()) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WSTOPPED|unix.WNOWAIT|unix.WALL, nil)
+		if err != unix.EINTR {
+			if err != nil {
+				return
+			}
+			break
+		}
+	}
+	ready()
+	const cldTrapped = 4 // si_code of a ptrace stop (<asm-generic/siginfo.h>)
+	if info.Code == cldTrapped {
+		// data 0: the SIGTRAP is not delivered.
+		_ = unix.PtraceDetach(pid)
+	}
+}
+
+// runnerSys is what the runner's process needs in terminal mode: its own
+// process group, made the terminal's foreground in the child before execve
+// (all signals are blocked there, so the background group's tcsetpgrp
+// raises no SIGTTOU).
+func runnerSys(terminal bool) *syscall.SysProcAttr {
+	if !terminal {
+		return nil
+	}
+	return &syscall.SysProcAttr{Setpgid: true, Foreground: true, Ctty: 0}
+}
+
+// withCgroup returns a copy of sys (nil: none) that starts the process
+// into the cgroup fd; fd < 0: sys itself.
+func withCgroup(sys *syscall.SysProcAttr, fd int) *syscall.SysProcAttr {
+	if fd < 0 {
+		return sys
+	}
+	out := &syscall.SysProcAttr{}
+	if sys != nil {
+		*out = *sys
+	}
+	out.UseCgroupFD, out.CgroupFD = true, fd
+	return out
+}
+
+// refused reports an error with which the kernel (or a seccomp filter)
+// refuses a start rather than the runner failing its exec: clone3 filtered
+// (ENOSYS), CLONE_INTO_CGROUP denied (EPERM, EACCES), ptrace denied.
+func refused(err error) bool {
+	return errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOSYS)
+}
+
+// forkInto is syscall.ForkExec into the cgroup fd (fd < 0: none). A
+// refusal with the cgroup is tried again without it; when that second try
+// is what worked, the cgroup was the cause: refusal is the first try's
+// error, and the caller gives the cgroup up.
+func forkInto(path string, args []string, attr *syscall.ProcAttr, fd int) (pid int, refusal, err error) {
+	if fd >= 0 {
+		into := *attr
+		into.Sys = withCgroup(attr.Sys, fd)
+		pid, err = syscall.ForkExec(path, args, &into)
+		if err == nil || !refused(err) {
+			return pid, nil, err
+		}
+		refusal = err
+	}
+	pid, err = syscall.ForkExec(path, args, attr)
+	if err != nil {
+		refusal = nil
+	}
+	return pid, refusal, err
+}

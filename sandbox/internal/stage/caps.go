@@ -1,0 +1,73 @@
+package stage
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+
+	"github.com/corral-sh/corral/internal/bounds"
+	"github.com/moby/sys/capability"
+	"golang.org/x/sys/unix"
+)
+
+// ParseCap accepts a capability name as in capabilities(7), with or
+// without the CAP_ prefix, in any case: "NET_BIND_SERVICE",
+// "cap_net_bind_service".
+func ParseCap(name string) (int, error) {
+	want := strings.ToLower(strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(name)), "CAP_"))
+	last, err := capability.LastCap()
+	if err != nil {
+		return 0, fmt.Errorf("read the kernel's last capability: %w", err)
+	}
+	for _, c := range capability.ListKnown() {
+		if c.String() == want {
+			if c > last {
+				return 0, fmt.Errorf("capability %s is not supported by this kernel", bounds.Quote(name))
+			}
+			return int(c), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown capability %s: see capabilities(7), e.g. NET_BIND_SERVICE", bounds.Quote(name))
+}
+
+// CapName is the capabilities(7) name of c, e.g. CAP_NET_BIND_SERVICE.
+func CapName(c int) string {
+	return "CAP_" + strings.ToUpper(capability.Cap(c).String())
+}
+
+// EffectiveCaps reads this thread's effective capabilities with capget(2),
+// which needs no file descriptor: at a low RLIMIT_NOFILE, reading
+// /proc/self/status would fail and make root look unprivileged.
+func EffectiveCaps() (uint64, error) {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return 0, err
+	}
+	return uint64(data[0].Effective) | uint64(data[1].Effective)<<32, nil
+}
+
+// HoldsCap reports whether this thread holds c in its effective set: the
+// module's one capability check.
+func HoldsCap(c capability.Cap) bool {
+	caps, err := EffectiveCaps()
+	return err == nil && caps&(1<<uint(c)) != 0
+}
+
+// MapCallerIDs maps the caller's uid and gid to themselves in the new user
+// namespace of a stage (as bwrap does, so tools that look up their passwd
+// entry keep working), with setgroups denied as an unprivileged gid map
+// requires. A non-zero uid loses every capability at the child's execve
+// unless it is ambient, so the ones the child needs are carried that way.
+func MapCallerIDs(sys *syscall.SysProcAttr, ambient []int) {
+	uid, gid := os.Getuid(), os.Getgid()
+	sys.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	sys.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	sys.GidMappingsEnableSetgroups = false
+	if uid != 0 {
+		for _, c := range ambient {
+			sys.AmbientCaps = append(sys.AmbientCaps, uintptr(c))
+		}
+	}
+}

@@ -1,0 +1,302 @@
+package stage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strconv"
+	"syscall"
+
+	"github.com/corral-sh/corral/internal/wire"
+	"golang.org/x/sys/unix"
+)
+
+// The argv[0] of each re-executed role: names no user types by accident.
+// A stage's argv[1] is its socket's descriptor number.
+const (
+	InitArg0  = "corral [init]"
+	ExecArg0  = "corral [exec]"
+	ProbeArg0 = "corral [probe]"
+)
+
+// The stage protocol: how corral talks to the copies of itself it starts
+// for the roles that need a fresh process (the pidns init, the exec stage,
+// the probe child). A stage gets one socket, placed above every descriptor
+// the caller passed (Files) and named by its argv[1], so that the caller's
+// descriptors keep their numbers; it makes the socket close-on-exec at
+// once. Its parent sends one start message; the stage answers with its
+// ready kind, with its failed kind, or, for the exec stage, with nothing at
+// all: the socket closes when execve succeeds, and the parent reads EOF.
+// In terminal mode the init keeps its socket after ready and reports each
+// stop of the runner's group. Messages are wire frames, so arguments,
+// environment and paths cross byte for byte.
+
+// Link is one end of a stage's socket.
+type Link struct {
+	rw      io.ReadWriteCloser // the socket; any stream in tests
+	sendErr error              // the start message did not get through: the stage died first
+	// For the stage's end: what it answers with (Ready, Fail).
+	ready, failed Kind
+}
+
+// NewLink wraps a stream as a link: for tests, and for the stage socket.
+func NewLink(rw io.ReadWriteCloser) *Link { return &Link{rw: rw} }
+
+func (l *Link) Close() error { return l.rw.Close() }
+
+// Current returns the role this process was started as (its argv[0]) when
+// it is one of the copies corral starts of itself, else "".
+func Current() string {
+	if len(os.Args) != 2 {
+		return ""
+	}
+	if _, err := socketFD(); err != nil {
+		return ""
+	}
+	switch a := os.Args[0]; a {
+	case InitArg0, ExecArg0, ProbeArg0:
+		return a
+	}
+	return ""
+}
+
+func socketFD() (int, error) {
+	fd, err := strconv.Atoi(os.Args[1])
+	if err != nil || fd < 3 {
+		return 0, fmt.Errorf("stage socket %q is not a descriptor above stderr", os.Args[1])
+	}
+	return fd, nil
+}
+
+// encode checks that payload is what the table says kind k carries, and
+// encodes it.
+func encode(k Kind, payload any) ([]byte, error) {
+	m, ok := Lookup(k)
+	if !ok {
+		return nil, fmt.Errorf("send message kind %d: not in the table", byte(k))
+	}
+	if m.New == nil {
+		if payload != nil {
+			return nil, fmt.Errorf("send %s: it carries no payload, got %T", m.Name, payload)
+		}
+		return nil, nil
+	}
+	want := reflect.TypeOf(m.New()).Elem()
+	if t := reflect.TypeOf(payload); t != want && t != reflect.PointerTo(want) {
+		return nil, fmt.Errorf("send %s: its payload is a %s, got %T", m.Name, want, payload)
+	}
+	data, err := wire.Marshal(payload)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", m.Name, err)
+	}
+	return data, nil
+}
+
+// Spawn starts the corral binary as the stage arg0, sends it start as a
+// message of kind kind, and returns its pid and the parent's end of the
+// link. It does not wait for the stage: whoever owns wait4 reaps it. The
+// stage's own environment is this process's unless attr.Env is set; what
+// the runner gets travels in start. caller says which descriptors must
+// keep their numbers in the stage.
+func Spawn(arg0 string, kind Kind, start any, attr syscall.ProcAttr, caller Caller) (int, *Link, error) {
+	payload, err := encode(kind, start)
+	if err != nil {
+		return 0, nil, fmt.Errorf("the %s start message: %w", arg0, err)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, nil, fmt.Errorf("socketpair for %s: %w", arg0, err)
+	}
+	link := &Link{rw: os.NewFile(uintptr(fds[0]), "stage link")}
+	files, at := Files(caller, fds[1])
+	attr.Files = files
+	if attr.Env == nil {
+		attr.Env = os.Environ()
+	}
+	// /proc/self/exe names the running binary even if its path was
+	// replaced or removed since corral started.
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{arg0, strconv.Itoa(at)}, &attr)
+	unix.Close(fds[1])
+	if err != nil {
+		link.Close()
+		return 0, nil, err
+	}
+	// The stage reads its start message before anything else, so a message
+	// larger than the socket buffer only waits for that; a stage that died
+	// first makes this fail with EPIPE, reported by AwaitReply.
+	link.sendErr = wire.WriteFrame(link.rw, byte(kind), payload)
+	return pid, link, nil
+}
+
+// Files places a stage's socket sock above every descriptor the caller
+// passed and returns the child's descriptor table and the socket's number
+// there. Go's ForkExec puts Files[i] at descriptor i of the child and,
+// while doing so, moves its own descriptors to numbers past the highest it
+// was given; with the socket last and above the caller's highest
+// descriptor, nothing it moves lands on one of the caller's. Below the
+// socket the caller's descriptors stay as they are (Files[i] = i), and
+// every other number is closed in the child: those are corral's own,
+// close-on-exec anyway. The cost is one close(2) in the child per unused
+// number below the caller's highest descriptor.
+func Files(caller Caller, sock int) ([]uintptr, int) {
+	at := 3
+	if n := len(caller.FDs); n > 0 {
+		at = caller.FDs[n-1] + 1
+	}
+	files := make([]uintptr, at+1)
+	for i := range files {
+		files[i] = ^uintptr(0) // closed in the child
+	}
+	files[0], files[1], files[2] = 0, 1, 2
+	for _, fd := range caller.FDs {
+		files[fd] = uintptr(fd)
+	}
+	files[at] = uintptr(sock)
+	return files, at
+}
+
+// Receive reads one message at step s and decodes its payload (nil for a
+// kind without one). A clean end of the stream is io.EOF, as it is; a kind
+// the table does not know, or one that s does not take, is a *SetupError
+// that names it: the launch ends with 125, nothing is skipped.
+func (l *Link) Receive(s Step) (Kind, any, error) {
+	b, data, err := wire.ReadFrame(l.rw)
+	if err == io.EOF {
+		return 0, nil, io.EOF
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("read %s: %w", s, err)
+	}
+	k := Kind(b)
+	m, known := Lookup(k)
+	if !known {
+		return k, nil, &SetupError{Step: "stage protocol: " + s.String(), Err: &ProtocolError{Kind: k}}
+	}
+	accepted := false
+	for _, a := range steps[s].Accept {
+		accepted = accepted || a == k
+	}
+	if !accepted {
+		return k, nil, &SetupError{Step: "stage protocol: " + s.String(), Err: &ProtocolError{Kind: k, Want: steps[s].Accept}}
+	}
+	if m.New == nil {
+		if len(data) != 0 {
+			return k, nil, fmt.Errorf("decode %s: %w: it carries no payload, got %d bytes", m.Name, wire.ErrMalformed, len(data))
+		}
+		return k, nil, nil
+	}
+	payload := m.New()
+	if err := wire.Unmarshal(data, payload); err != nil {
+		return k, nil, fmt.Errorf("decode %s: %w", m.Name, err)
+	}
+	return k, payload, nil
+}
+
+// ProtocolError is a message its receiver does not take: a kind the table
+// does not know, or one out of order at its step. The launch ends with
+// exit status 125 (exitstatus.Setup); no fallback, and nothing is skipped.
+type ProtocolError struct {
+	Kind Kind
+	Want []Kind // nil: the kind is unknown
+}
+
+func (e *ProtocolError) Error() string {
+	m, known := Lookup(e.Kind)
+	if !known {
+		return fmt.Sprintf("unknown message kind %d", byte(e.Kind))
+	}
+	return fmt.Sprintf("message %s (%s → %s) out of order: want %s", m.Name, m.From, m.To, kindNames(e.Want))
+}
+
+// IsProtocolError reports whether err is, or wraps, a *ProtocolError.
+func IsProtocolError(err error) bool {
+	var p *ProtocolError
+	return errors.As(err, &p)
+}
+
+func kindNames(ks []Kind) string {
+	s := ""
+	for i, k := range ks {
+		if i > 0 {
+			s += " or "
+		}
+		s += k.String()
+	}
+	return s
+}
+
+// AwaitReply reads the stage's answer at s. ready is true after the
+// stage's ready kind; its failed kind comes back as its *SetupError.
+// Neither, with a nil error, means the stage closed its end without a
+// word: for the exec stage, that its execve succeeded; for the others,
+// that it died.
+func (l *Link) AwaitReply(s Step) (ready bool, err error) {
+	_, payload, err := l.Receive(s)
+	switch {
+	case err == io.EOF && l.sendErr != nil:
+		return false, fmt.Errorf("the stage ended before it read its start message: %w", l.sendErr)
+	case err == io.EOF:
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	if f, ok := payload.(*Failure); ok {
+		return false, f.SetupError()
+	}
+	return true, nil
+}
+
+// Open is the stage's side of Spawn: it takes its socket out of the
+// descriptors the runner will get, makes it close-on-exec (so that a
+// successful execve reads as EOF on the other end, and no child of the
+// stage inherits it), and reads the start message at s. It returns the
+// link, what this process inherited less the socket, and the start's
+// payload. A nil link means there is no one to report to.
+func Open(s Step) (*Link, Caller, any, error) {
+	caller := Inherited()
+	fd, err := socketFD()
+	if err != nil {
+		return nil, caller, nil, err
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		return nil, caller, nil, fmt.Errorf("stage socket %d: %w", fd, err)
+	}
+	caller = caller.without(fd)
+	link := &Link{rw: os.NewFile(uintptr(fd), "stage link"), ready: steps[s].ready, failed: steps[s].failed}
+	_, start, err := link.Receive(s)
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		var setup *SetupError
+		if !errors.As(err, &setup) {
+			err = &SetupError{Step: "read the start message", Err: err}
+		}
+		return link, caller, nil, err
+	}
+	return link, caller, start, nil
+}
+
+// Send writes one message of kind k.
+func (l *Link) Send(k Kind, payload any) error {
+	data, err := encode(k, payload)
+	if err != nil {
+		return err
+	}
+	return wire.WriteFrame(l.rw, byte(k), data)
+}
+
+// Ready tells the parent the stage is set up.
+func (l *Link) Ready() error { return l.Send(l.ready, nil) }
+
+// Fail reports err, a *SetupError or any error, to the parent. Nothing is
+// left to do when even that fails: the stage's exit status still says 125.
+func (l *Link) Fail(err error) {
+	if l == nil {
+		fmt.Fprintf(os.Stderr, "corral: %s: %v\n", os.Args[0], err)
+		return
+	}
+	_ = l.Send(l.failed, FailureOf(err))
+}

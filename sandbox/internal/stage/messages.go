@@ -1,0 +1,171 @@
+package stage
+
+import (
+	"fmt"
+	"slices"
+
+	"golang.org/x/sys/unix"
+)
+
+// The one message table between corral's processes. Every message kind is
+// listed here once, with who sends it, who receives it and its payload;
+// each kind is read at exactly one receive step (Step), and a kind that a
+// step does not take, known or not, ends the launch with a setup error
+// (status 125) that names it: nothing is skipped.
+//
+// A stage's socket is an AF_UNIX stream, so a later kind may carry
+// descriptors (SCM_RIGHTS) after the start; it is added here like any
+// other, with its step.
+
+// Kind is a message's kind byte on the wire (internal/wire frames).
+type Kind byte
+
+const (
+	MsgInitStart     Kind = 1 + iota // host → init: InitStart
+	MsgInitReady                     // init → host: set up, every signal registered; no payload
+	MsgInitFailed                    // init → host: Failure
+	MsgRunnerStopped                 // init → host, after MsgInitReady in terminal mode: RunnerStopped
+	MsgExecStart                     // engine → exec stage: ExecStart
+	MsgExecFailed                    // exec stage → engine: Failure (success is EOF: the socket is close-on-exec)
+	MsgProbeStart                    // probe → probe child: ProbeStart
+	MsgProbeReady                    // probe child → probe: the step worked; no payload
+	MsgProbeFailed                   // probe child → probe: Failure
+)
+
+// Role is a process role, as a message names its sender and receiver.
+type Role string
+
+const (
+	RoleHost       Role = "host side"
+	RoleInit       Role = "pidns init"
+	RoleEngine     Role = "engine"
+	RoleExecStage  Role = "exec stage"
+	RoleProbe      Role = "probe"
+	RoleProbeChild Role = "probe child"
+)
+
+// Message is one row of the table.
+type Message struct {
+	Kind     Kind
+	Name     string
+	From, To Role
+	// New returns a pointer to a zero payload; nil: the kind has none.
+	New func() any
+}
+
+var table = [...]Message{
+	{MsgInitStart, "InitStart", RoleHost, RoleInit, func() any { return new(InitStart) }},
+	{MsgInitReady, "InitReady", RoleInit, RoleHost, nil},
+	{MsgInitFailed, "InitFailed", RoleInit, RoleHost, func() any { return new(Failure) }},
+	{MsgRunnerStopped, "RunnerStopped", RoleInit, RoleHost, func() any { return new(RunnerStopped) }},
+	{MsgExecStart, "ExecStart", RoleEngine, RoleExecStage, func() any { return new(ExecStart) }},
+	{MsgExecFailed, "ExecFailed", RoleExecStage, RoleEngine, func() any { return new(Failure) }},
+	{MsgProbeStart, "ProbeStart", RoleProbe, RoleProbeChild, func() any { return new(ProbeStart) }},
+	{MsgProbeReady, "ProbeReady", RoleProbeChild, RoleProbe, nil},
+	{MsgProbeFailed, "ProbeFailed", RoleProbeChild, RoleProbe, func() any { return new(Failure) }},
+}
+
+// Messages returns the table.
+func Messages() []Message { return slices.Clone(table[:]) }
+
+// Lookup returns the row of kind k.
+func Lookup(k Kind) (Message, bool) {
+	for _, m := range table {
+		if m.Kind == k {
+			return m, true
+		}
+	}
+	return Message{}, false
+}
+
+func (k Kind) String() string {
+	if m, ok := Lookup(k); ok {
+		return m.Name
+	}
+	return fmt.Sprintf("unknown kind %d", byte(k))
+}
+
+// Step is one place where a role reads its link, and the kinds it takes
+// there.
+type Step int
+
+const (
+	StepInitStart   Step = iota // the init reads its start
+	StepInitReply               // the host side waits for the init to be ready
+	StepInitReports             // the host side follows the init after ready (terminal mode)
+	StepExecStart               // the exec stage reads its start
+	StepExecReply               // the engine waits for the exec stage's execve
+	StepProbeStart              // the probe child reads its start
+	StepProbeReply              // the probe waits for the probe child's answer
+)
+
+type stepInfo struct {
+	Role   Role
+	Name   string
+	Accept []Kind
+	// For a stage's start step: the kinds the stage answers with.
+	ready, failed Kind
+}
+
+var steps = [...]stepInfo{
+	StepInitStart:   {RoleInit, "the init's start message", []Kind{MsgInitStart}, MsgInitReady, MsgInitFailed},
+	StepInitReply:   {RoleHost, "the init's reply", []Kind{MsgInitReady, MsgInitFailed}, 0, 0},
+	StepInitReports: {RoleHost, "the init's reports", []Kind{MsgRunnerStopped}, 0, 0},
+	StepExecStart:   {RoleExecStage, "the exec stage's start message", []Kind{MsgExecStart}, 0, MsgExecFailed},
+	StepExecReply:   {RoleEngine, "the exec stage's reply", []Kind{MsgExecFailed}, 0, 0},
+	StepProbeStart:  {RoleProbeChild, "the probe child's start message", []Kind{MsgProbeStart}, MsgProbeReady, MsgProbeFailed},
+	StepProbeReply:  {RoleProbe, "the probe child's reply", []Kind{MsgProbeReady, MsgProbeFailed}, 0, 0},
+}
+
+// Steps lists every receive step.
+func Steps() []Step {
+	out := make([]Step, len(steps))
+	for i := range out {
+		out[i] = Step(i)
+	}
+	return out
+}
+
+// Receiver is the role that reads at s.
+func (s Step) Receiver() Role { return steps[s].Role }
+
+// Accepts lists the kinds s takes.
+func (s Step) Accepts() []Kind { return slices.Clone(steps[s].Accept) }
+
+func (s Step) String() string { return steps[s].Name }
+
+// InitStart is what the pidns init needs: the plan, and what the host side
+// decided about this run.
+type InitStart struct {
+	Plan Plan
+	// Terminal is terminal mode: decided by the process the caller's shell
+	// waits on (the host side), which the init is told.
+	Terminal bool
+	// CgroupOwner is the pid the run's cgroup is named after: the host
+	// side's, the name an operator sees outside.
+	CgroupOwner int
+	Mask        unix.Sigset_t // the caller's signal mask, for the runner
+}
+
+// ExecStart is what the exec stage needs to become the runner.
+type ExecStart struct {
+	Path       string
+	Args       []string
+	Env        []string
+	Privileges Privileges
+	Mask       unix.Sigset_t
+}
+
+// ProbeStart names the one step a probe child tries.
+type ProbeStart struct {
+	Step string // "namespaces", "proc", "subreaper", "hold" (package probe)
+}
+
+// RunnerStopped is the init's report that the runner stopped by Signal;
+// Inside says the terminal's foreground group is inside the namespace (one
+// outside reads as 0 there), so the host side may note it as the group to
+// hand the terminal back to.
+type RunnerStopped struct {
+	Signal int
+	Inside bool
+}

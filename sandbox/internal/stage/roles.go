@@ -1,0 +1,51 @@
+package stage
+
+import "github.com/corral-sh/corral/reaper"
+
+// The contracts by which one role's code runs in another role's process.
+// No role package imports another: package sandbox, which alone imports
+// them all, hands each process the parts it runs (the engine's process
+// starts the runner with package runner's Starter; the init runs package
+// supervise's Engine), as rootlesskit's cmd wires its pkg/parent and
+// pkg/child.
+
+// Cgroup is the run's cgroup as the engine's process holds it, for the
+// runner's start.
+type Cgroup interface {
+	// FD is the descriptor the runner starts into (clone3's
+	// CLONE_INTO_CGROUP); -1: none.
+	FD() int
+	// Refused gives the cgroup up: the kernel refused to start the runner
+	// into it (err), and a start outside worked.
+	Refused(err error)
+}
+
+// Starter starts the runner for the engine: package runner's.
+type Starter interface {
+	// Start starts the runner into cg and returns its pid. Its first
+	// instruction comes after every signal is registered
+	// (reaper.Config.StartHolds).
+	Start(cg Cgroup) (int, error)
+}
+
+// PrepareRunner makes the Starter of a run, as early as the engine's
+// process knows it will start the runner, so that whatever it prepares
+// (the starter thread drops the runner's privileges) overlaps the rest of
+// the setup: package runner's Prepare.
+type PrepareRunner func(p *Proc, plan *Plan, terminal bool) Starter
+
+// Engine is the reaper engine of one run with the runner's cgroup, in the
+// process that calls it: package supervise's.
+type Engine interface {
+	// Prepare starts the runner's preparation (PrepareRunner).
+	Prepare(terminal bool)
+	// Run runs the engine until the tree is gone and returns the status
+	// corral exits with.
+	Run(jobs reaper.JobControl, ownsNamespace bool) (int, error)
+	// Abandon ends a run whose setup failed before Run.
+	Abandon()
+}
+
+// NewEngine makes the Engine of a run; cgroupOwner names its cgroup (0:
+// this process).
+type NewEngine func(p *Proc, plan *Plan, cgroupOwner int) Engine

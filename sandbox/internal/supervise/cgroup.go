@@ -1,0 +1,150 @@
+package supervise
+
+// The run's cgroup v2 (internal/cgroup): where a writable one exists, the
+// runner starts inside a cgroup of its own (clone3 with
+// CLONE_INTO_CGROUP), so that teardown's SIGKILL round is one write to
+// cgroup.kill that no fork can outrun, and the cgroup is removed when the
+// run is over.
+//
+// The engine's process makes it: corral itself in subreaper mode, the init
+// in pidns mode. The init is then outside the cgroup, so its SIGKILL round
+// is cgroup.kill and kill(-1) both, with one code path for both modes, and
+// the process that made the cgroup is the one that removes it, after its
+// own engine saw the tree empty: nothing has to pass between host and
+// init. (Starting the init itself into the cgroup from the host would put
+// the engine inside what cgroup.kill kills, leaving the init with kill(-1)
+// alone and the host with a cgroup to clean up behind a process it does
+// not supervise.)
+
+import (
+	"errors"
+
+	"github.com/corral-sh/corral/internal/cgroup"
+	"golang.org/x/sys/unix"
+)
+
+// minNOFILE is the lowest RLIMIT_NOFILE at which a run takes a cgroup.
+const minNOFILE = 64
+
+// openCgroup makes the run's cgroup, before the runner starts, while
+// descriptors are plentiful. Where none can be used, the /proc walk
+// stays: the usual reasons (rootless without delegation, a container's
+// read-only mount) are said under -v, anything unexpected on stderr.
+func (e *Engine) openCgroup() {
+	defer close(e.made)
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Cur < minNOFILE {
+		// The cgroup holds four descriptors for the whole run: under a
+		// limit this low they would be the ones the start then lacks,
+		// and a run that works without the cgroup must not fail with it.
+		e.p.Logf("cgroup: not used: RLIMIT_NOFILE %d leaves no room for its descriptors (%d or more does); teardown walks /proc", rl.Cur, minNOFILE)
+		return
+	}
+	p, err := cgroup.Find()
+	if err == nil {
+		p.Owner = e.owner
+		e.cgroup, err = p.New()
+	}
+	switch {
+	case err == nil:
+		e.p.Logf("cgroup: the runner's tree goes into %s; teardown's SIGKILL is its cgroup.kill", e.cgroup.Path())
+	case errors.Is(err, cgroup.ErrUnavailable):
+		e.p.Logf("cgroup: not used: %v; teardown walks /proc", err)
+	default:
+		e.p.Warnf("cgroup: %v; teardown walks /proc instead", err)
+	}
+}
+
+// startCgroup makes the run's cgroup (openCgroup) beside the rest of the
+// setup, which needs none of it: reading the mount table, a mkdir and
+// four opens cost about 0.2 ms, which the start would otherwise wait for.
+// New calls it, as early as the process knows it runs the engine (the
+// subreaper host side; the init before its mounts); everything that reads
+// e.cgroup waits for it first (awaitCgroup).
+func (e *Engine) startCgroup() {
+	e.made = make(chan struct{})
+	e.p.Signals() // made here, not by the goroutine
+	go e.openCgroup()
+}
+
+// awaitCgroup returns once the cgroup is decided.
+func (e *Engine) awaitCgroup() {
+	<-e.made
+}
+
+// FD is the descriptor the runner is started into, or -1: the
+// stage.Cgroup of the runner's start.
+func (e *Engine) FD() int {
+	e.awaitCgroup()
+	if e.cgroup == nil {
+		return -1
+	}
+	return e.cgroup.FD()
+}
+
+// Refused gives the cgroup up when the kernel refused to start the
+// runner into it (and started it outside): the runner is not inside, so
+// it is removed now, and teardown walks /proc.
+func (e *Engine) Refused(err error) {
+	e.awaitCgroup()
+	c := e.cgroup
+	if c == nil {
+		return
+	}
+	e.cgroup = nil
+	e.p.Logf("cgroup: starting the runner into %s was refused (%v); started it outside, teardown walks /proc", c.Path(), err)
+	if rerr := c.Remove(); rerr != nil {
+		e.p.Warnf("cgroup: %v", rerr)
+	}
+}
+
+// killAll is the engine's Config.KillAll: cgroup.kill, one write through
+// the descriptor opened before the runner started. Nil without a cgroup.
+func (e *Engine) killAll() func() error {
+	said := false
+	return func() error {
+		e.awaitCgroup()
+		c := e.cgroup
+		if c == nil { // dropped at the start
+			return nil
+		}
+		if err := c.Kill(); err != nil {
+			return err
+		}
+		if !said {
+			said = true
+			e.p.Logf("teardown: SIGKILL through %s/cgroup.kill", c.Path())
+		}
+		return nil
+	}
+}
+
+// removeCgroup ends the run's cgroup, whatever ended the run (the tree
+// emptied, a cancel before the start, a failed setup). The engine decided
+// the tree was empty from wait4's ECHILD; cgroup.events confirms it, and
+// Remove kills anything that is still inside (a process moved in by
+// someone else) before it removes the directory.
+func (e *Engine) removeCgroup() {
+	e.awaitCgroup()
+	c := e.cgroup
+	if c == nil {
+		return
+	}
+	e.cgroup = nil
+	populated, err := c.Populated()
+	switch {
+	case err != nil:
+		e.p.Logf("cgroup: %v", err)
+	case populated:
+		e.p.Logf("cgroup: %s is still populated after the tree was reaped; killing what is left", c.Path())
+	}
+	if err := c.Remove(); err != nil {
+		e.p.Warnf("cgroup: %v", err)
+		return
+	}
+	if err == nil && !populated {
+		e.p.Logf("cgroup: %s empty (populated 0), removed", c.Path())
+	} else {
+		e.p.Logf("cgroup: %s removed", c.Path())
+	}
+}

@@ -1,0 +1,102 @@
+// Package supervise runs the reaper engine for one run, in whichever
+// process owns the runner's tree: the host side in subreaper mode, the
+// init in pidns mode. It gives the engine its start of the runner (package
+// runner's, handed in by package sandbox as a stage.PrepareRunner), the
+// run's cgroup v2 (cgroup.go) and the state file, and moves this process
+// out of the caller's working directory once the runner has it.
+package supervise
+
+import (
+	"github.com/corral-sh/corral/internal/cgroup"
+	"github.com/corral-sh/corral/internal/exitstatus"
+	"github.com/corral-sh/corral/reaper"
+	"github.com/corral-sh/corral/reaper/statefile"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
+	"golang.org/x/sys/unix"
+)
+
+// Engine is one run's engine, with what the engine's process holds for it.
+type Engine struct {
+	p       *stage.Proc
+	plan    *stage.Plan
+	owner   int // the pid the cgroup is named after; 0: this process
+	prepare stage.PrepareRunner
+	starter stage.Starter // made by Prepare
+
+	// cgroup is the run's cgroup v2, made by openCgroup; nil where none
+	// can be used. made is closed once openCgroup has decided; cgroup is
+	// read only after it.
+	cgroup *cgroup.Cgroup
+	made   chan struct{}
+}
+
+// New makes the engine of a run and starts making its cgroup beside the
+// rest of the setup. cgroupOwner is the pid the cgroup is named after (0:
+// this process's).
+func New(p *stage.Proc, plan *stage.Plan, cgroupOwner int, prepare stage.PrepareRunner) *Engine {
+	e := &Engine{p: p, plan: plan, owner: cgroupOwner, prepare: prepare}
+	e.startCgroup()
+	return e
+}
+
+// Prepare makes the runner's Starter: after it, the starter thread drops
+// the runner's privileges while the rest of the setup goes on.
+func (e *Engine) Prepare(terminal bool) {
+	if e.starter == nil {
+		e.starter = e.prepare(e.p, e.plan, terminal)
+	}
+}
+
+// Abandon removes the cgroup of a run whose setup failed before Run.
+func (e *Engine) Abandon() { e.removeCgroup() }
+
+// Run runs the reaper engine in this process until the tree is gone.
+// Prepare must have been called.
+func (e *Engine) Run(jobs reaper.JobControl, ownsNamespace bool) (int, error) {
+	defer e.removeCgroup() // whatever ends the run: setup failure, cancel, teardown
+	var state *statefile.Writer
+	if e.plan.StatePath != "" {
+		state = statefile.Open(e.plan.StatePath, e.p.Stderr)
+		defer state.Close()
+	}
+	res, err := reaper.Run(reaper.Config{
+		Start:         e.start,
+		Grace:         e.plan.Grace,
+		Poll:          e.plan.Poll,
+		Timeout:       e.plan.Timeout,
+		State:         stateWriter(state),
+		Signals:       e.p.Signals(),
+		StartHolds:    true,
+		OwnsNamespace: ownsNamespace,
+		OwnsProcess:   true,
+		KillAll:       e.killAll(),
+		JobControl:    jobs,
+		Stderr:        e.p.Stderr,
+		Logf:          e.p.Log(),
+	})
+	if err != nil {
+		return exitstatus.Setup, err
+	}
+	return res.ExitCode, nil
+}
+
+// start is the engine's Config.Start. Once the runner has its working
+// directory, this process leaves the caller's: a run must not pin the
+// caller's mount (a tmpfs the caller was in can be unmounted once the
+// runner has left it). Nothing of the engine's resolves a path relative
+// to it afterwards; the state file's directory is held open from Run's
+// start.
+func (e *Engine) start() (int, error) {
+	pid, err := e.starter.Start(e)
+	_ = unix.Chdir("/")
+	return pid, err
+}
+
+// stateWriter is w as the engine's StateWriter: nil when there is no state
+// file, so that the engine, seeing no writer, keeps no timer.
+func stateWriter(w *statefile.Writer) reaper.StateWriter {
+	if w == nil {
+		return nil
+	}
+	return w
+}

@@ -1,0 +1,152 @@
+package test
+
+// The module's layout (docs/ARCHITECTURE.md, "Packages"): imports run one
+// way, cmd → sandbox → reaper → internal, and the process roles beneath
+// sandbox/internal talk to each other only through package stage. And a
+// build for another system says, once, that corral needs Linux.
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/corral-sh/corral"
+
+// goPackage is what `go list -json` says of one package.
+type goPackage struct {
+	ImportPath string
+	Imports    []string // direct, the package's own files
+	Deps       []string // everything it builds on
+}
+
+func listPackages(t *testing.T) []goPackage {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json", "./...")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []goPackage
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p goPackage
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("go list found no packages")
+	}
+	return pkgs
+}
+
+// under reports whether path is the package dir of the module or beneath it.
+func under(path, dir string) bool {
+	full := module + "/" + dir
+	return path == full || strings.HasPrefix(path, full+"/")
+}
+
+// role is the process role of a package beneath sandbox/internal ("" for
+// any other package): its first path element there.
+func role(path string) string {
+	rest, ok := strings.CutPrefix(path, module+"/sandbox/internal/")
+	if !ok {
+		return ""
+	}
+	r, _, _ := strings.Cut(rest, "/")
+	return r
+}
+
+// violations lists the imports of pkgs that run against the layout.
+func violations(pkgs []goPackage) []string {
+	var bad []string
+	for _, p := range pkgs {
+		for _, dep := range p.Deps {
+			switch {
+			case under(p.ImportPath, "reaper") && (under(dep, "sandbox") || under(dep, "cmd")):
+				bad = append(bad, p.ImportPath+" builds on "+dep+": reaper is a library beneath sandbox and cmd")
+			case under(p.ImportPath, "internal") && (under(dep, "sandbox") || under(dep, "reaper") || under(dep, "cmd")):
+				bad = append(bad, p.ImportPath+" builds on "+dep+": internal/ is beneath everything")
+			case under(p.ImportPath, "sandbox") && under(dep, "cmd"):
+				bad = append(bad, p.ImportPath+" builds on "+dep+": sandbox is beneath cmd")
+			}
+		}
+		from := role(p.ImportPath)
+		if from == "" {
+			continue
+		}
+		for _, imp := range p.Imports {
+			to := role(imp)
+			switch {
+			case imp == module+"/sandbox":
+				bad = append(bad, p.ImportPath+" imports "+imp+": a role does not import the host side above it")
+			case to != "" && to != from && to != "stage":
+				bad = append(bad, p.ImportPath+" imports "+imp+": one role reaches another only through sandbox/internal/stage")
+			}
+		}
+	}
+	return bad
+}
+
+func TestImportDirection(t *testing.T) {
+	t.Parallel()
+	pkgs := listPackages(t)
+	roles := map[string]bool{}
+	for _, p := range pkgs {
+		if r := role(p.ImportPath); r != "" {
+			roles[r] = true
+		}
+	}
+	if !roles["stage"] || len(roles) < 3 {
+		t.Fatalf("the role packages beneath sandbox/internal are missing: %v", roles)
+	}
+	for _, v := range violations(pkgs) {
+		t.Error(v)
+	}
+	// The check sees each kind of wrong turn.
+	for _, tc := range []goPackage{
+		{ImportPath: module + "/reaper", Deps: []string{module + "/sandbox"}},
+		{ImportPath: module + "/internal/proc", Deps: []string{module + "/reaper"}},
+		{ImportPath: module + "/sandbox/internal/runner", Imports: []string{module + "/sandbox/internal/supervise"}},
+		{ImportPath: module + "/sandbox/internal/pidinit", Imports: []string{module + "/sandbox"}},
+	} {
+		if len(violations([]goPackage{tc})) != 1 {
+			t.Errorf("%s → %v%v passes the check", tc.ImportPath, tc.Deps, tc.Imports)
+		}
+	}
+	ok := goPackage{ImportPath: module + "/sandbox/internal/runner", Imports: []string{module + "/sandbox/internal/stage", module + "/reaper"}}
+	if v := violations([]goPackage{ok}); len(v) != 0 {
+		t.Errorf("a role importing stage and reaper is refused: %v", v)
+	}
+}
+
+// A build for another system fails with one message: corral needs Linux.
+func TestLinuxOnlyBuild(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("go", "build", "-o", os.DevNull, "./cmd/corral")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "GOOS=darwin", "GOARCH=arm64", "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatal("GOOS=darwin go build ./cmd/corral succeeded")
+	}
+	var errs []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if !strings.HasPrefix(line, "#") {
+			errs = append(errs, line)
+		}
+	}
+	if len(errs) != 1 || !strings.Contains(errs[0], "corral_needs_Linux") {
+		t.Errorf("want one error naming corral_needs_Linux, got:\n%s", out)
+	}
+}
