@@ -18,6 +18,7 @@ type host struct {
 	*stage.Proc
 	plan   stage.Plan
 	parent *ParentWatch
+	net    *network // network.go
 }
 
 // Launch runs the runner contained as o asks and returns the status corral
@@ -34,6 +35,12 @@ func Launch(o Options) (int, error) {
 	if err := h.startPolicy(); err != nil { // policy.go
 		return exitstatus.Setup, err
 	}
+	if h.net, err = openNetwork(h.Proc, &h.plan); err != nil {
+		return exitstatus.Setup, err
+	}
+	// Every proxied connection and forward ends, and every listener is
+	// gone, before corral exits.
+	defer h.net.close()
 	switch plan.Mode {
 	case ModeSubreaper:
 		return h.runSubreaper("")
@@ -62,8 +69,15 @@ func (h *host) runSubreaper(why string) (int, error) {
 	if proc.PID1() {
 		why += "; corral is PID 1 and reaps its namespace"
 	}
-	engine := supervise.New(h.Proc, &h.plan, 0, runner.Prepare) // its cgroup beside the rest of the setup
+	plan, network, err := h.net.forSubreaper(h.plan) // network.go
+	if err != nil {
+		return exitstatus.Setup, err
+	}
+	engine := supervise.New(h.Proc, &plan, 0, runner.Prepare) // its cgroup beside the rest of the setup
 	h.Logf("mode subreaper: %s", why)
+	if network != "" {
+		h.Logf("network: %s", network)
+	}
 	var jobs reaper.JobControl
 	term := openTerminal(h.Proc) // terminal mode (terminal.go)
 	if term != nil {

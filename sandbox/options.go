@@ -8,6 +8,7 @@ import (
 
 	"github.com/corral-sh/corral/internal/bounds"
 	"github.com/corral-sh/corral/reaper"
+	"github.com/corral-sh/corral/sandbox/internal/egress"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 )
 
@@ -47,6 +48,7 @@ type Options struct {
 
 	Privileges Privileges
 	Namespaces Namespaces
+	Net        Network
 
 	Verbose bool
 	Stderr  io.Writer
@@ -105,6 +107,9 @@ func (o *Options) plan() (stage.Plan, error) {
 	if _, err := ParseMode(string(mode)); err != nil {
 		return stage.Plan{}, &SetupError{Step: "choose the mode", Err: err}
 	}
+	if err := checkNetwork(o); err != nil {
+		return stage.Plan{}, &SetupError{Step: "network policy", Err: err}
+	}
 	if mode == ModeSubreaper && o.Namespaces.Any() {
 		return stage.Plan{}, &SetupError{Step: "subreaper mode", Err: errors.New("namespaces were requested (--net, --config linux.namespaces or hostname)"),
 			Hint: "only pidns mode can create them: use --mode pidns or --mode auto"}
@@ -113,9 +118,44 @@ func (o *Options) plan() (stage.Plan, error) {
 		Mode: mode,
 		Path: o.Path, Args: o.Args, Env: o.Env, Dir: o.Dir,
 		Grace: o.Grace, Poll: o.Poll, StatePath: o.StatePath,
-		Privileges: o.Privileges, Namespaces: o.Namespaces,
+		Privileges: o.Privileges, Namespaces: o.Namespaces, Net: o.Net,
 		Verbose:       o.Verbose,
 		Timeout:       o.Timeout,
 		DieWithParent: o.DieWithParent,
 	}, nil
+}
+
+// Network is the network policy beyond --net none (Namespaces.Net):
+// --allow-net, --host-port, --publish, --net-log.
+type Network = stage.Network
+
+// ParseNetRule checks one --allow-net destination, HOST[:PORT]: a DNS name,
+// a *.wildcard, an IP address or a CIDR, with a port 1-65535 or *
+// (default: 80 and 443). Its error is a usage error.
+func ParseNetRule(s string) (string, error) {
+	r, err := egress.ParseRule(s)
+	if err != nil {
+		return "", err
+	}
+	return r.String(), nil
+}
+
+// checkNetwork refuses a network policy that cannot mean anything: cmd
+// gives usage errors for these first, a Go caller gets a setup error.
+func checkNetwork(o *Options) error {
+	for _, d := range o.Net.Allow {
+		if _, err := egress.ParseRule(d); err != nil {
+			return err
+		}
+	}
+	isolated := o.Namespaces.Net || len(o.Net.Allow) > 0
+	switch {
+	case (len(o.Net.HostPorts) > 0 || len(o.Net.Publish) > 0) && !isolated:
+		return errors.New("--host-port and --publish need --net none or --allow-net")
+	case o.Net.LogPath != "" && len(o.Net.Allow) == 0:
+		return errors.New("--net-log needs --allow-net")
+	case o.Net.ProxyAddr != "":
+		return errors.New("Network.ProxyAddr is corral's to set")
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ package sandbox
 
 import (
 	"errors"
+	"io"
 	"os"
 	"runtime"
 	"syscall"
@@ -27,7 +28,8 @@ var initCaps = []int{int(capability.CAP_SYS_ADMIN), int(capability.CAP_NET_ADMIN
 // returns its exit status. A *probe.UnavailableError means the namespaces
 // could not be made and nothing of the runner started.
 func (h *host) runPidns() (int, error) {
-	plan := &h.plan
+	derived := h.net.forPidns(h.plan) // network.go
+	plan := &derived
 	userns := plan.Namespaces.User || !stage.HoldsCap(capability.CAP_SYS_ADMIN)
 	flags := cloneFlags(plan.Namespaces, userns)
 	sys := &syscall.SysProcAttr{
@@ -48,15 +50,25 @@ func (h *host) runPidns() (int, error) {
 	runtime.LockOSThread()
 	sigs := h.Signals()
 
+	if err := h.net.listenPublished(); err != nil { // network.go
+		return exitstatus.Setup, err
+	}
 	start := stage.InitStart{Plan: *plan, Terminal: term != nil, Mask: h.Caller.Mask,
 		CgroupOwner: os.Getpid()} // the name an operator sees outside
 	pid, link, err := stage.Spawn(stage.InitArg0, stage.MsgInitStart, start, syscall.ProcAttr{Sys: sys}, h.Caller)
 	if err != nil {
+		h.net.closePublished()
 		return exitstatus.Setup, probe.CloneFailure(plan, h.Caller, flags, userns, err)
 	}
-	ready, err := link.AwaitReply(stage.StepInitReply)
-	if term == nil || !ready {
+	ready, err := link.AwaitReplyWith(stage.StepInitReply, func(_ stage.Kind, msg any) error {
+		return h.net.serveInside(msg.(*stage.NetListeners))
+	})
+	follow := term != nil || len(plan.Net.Publish) > 0 // the link stays open after ready
+	if !follow || !ready {
 		link.Close()
+	}
+	if !ready {
+		h.net.closePublished()
 	}
 	if !ready {
 		if stage.IsProtocolError(err) {
@@ -79,15 +91,61 @@ func (h *host) runPidns() (int, error) {
 	} else {
 		h.Logf("mode pidns: new PID and mount namespaces (no user namespace: corral holds CAP_SYS_ADMIN)")
 	}
+	if plan.Isolated() {
+		h.Logf("network: a network namespace of its own, loopback only%s", proxyNote(plan.Net.ProxyAddr))
+	}
 	var broken <-chan error
-	if term != nil { // terminal mode: the init reports the runner's stops (terminal.go)
-		broken = term.followInit(link, pid)
+	if term != nil {
 		defer term.restore()
+	}
+	if follow {
+		h.net.forwardPublished(link)
+		broken = h.followInit(link, pid, term)
 	}
 	// The init registered every signal before it said ready; what came
 	// here meanwhile waited in the channel and is passed on now.
 	sigs.Wait()
 	return relay(pid, sigs, term, broken)
+}
+
+func proxyNote(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	return "; egress proxy at " + addr + " inside"
+}
+
+// followInit reads the init's reports after ready until its link closes:
+// the runner's stops in terminal mode (terminal.go), the connections the
+// init made for --publish (network.go). A message the protocol does not
+// have there comes out of the returned channel: the run ends with status
+// 125 (relay).
+func (h *host) followInit(link *stage.Link, init int, term *terminal) <-chan error {
+	broken := make(chan error, 1)
+	go func() {
+		defer link.Close()
+		for {
+			_, msg, err := link.Receive(stage.StepInitReports)
+			if err != nil {
+				if err != io.EOF { // EOF: the init exited
+					broken <- err
+				}
+				return
+			}
+			switch m := msg.(type) {
+			case *stage.RunnerStopped:
+				if term == nil {
+					broken <- &SetupError{Step: "stage protocol: " + stage.StepInitReports.String(),
+						Err: &stage.ProtocolError{Kind: stage.MsgRunnerStopped, Want: []stage.Kind{stage.MsgPublishConn}}}
+					return
+				}
+				term.followStop(m, init)
+			case *stage.PublishConn:
+				h.net.answered(m)
+			}
+		}
+	}()
+	return broken
 }
 
 // cloneFlags are the namespaces the init is cloned into.

@@ -28,7 +28,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"sync"
@@ -167,31 +166,14 @@ func (t *terminal) relay(init int, sig syscall.Signal) {
 	_ = unix.Kill(init, sig)
 }
 
-// followInit reads the init's stop reports from its stage link until it
-// closes, and stops the host side's group for each, then continues the
-// init (which continues the runner's group) once the shell continued the
-// host side. A message the protocol does not have there comes out of the
-// returned channel: the run ends with status 125 (relay).
-func (t *terminal) followInit(link *stage.Link, init int) <-chan error {
-	broken := make(chan error, 1)
-	go func() {
-		defer link.Close()
-		for {
-			_, msg, err := link.Receive(stage.StepInitReports)
-			if err != nil {
-				if err != io.EOF { // EOF: the init exited
-					broken <- err
-				}
-				return
-			}
-			stop := msg.(*stage.RunnerStopped)
-			t.noteStop(stop.Inside)
-			reaper.StopJob(syscall.Signal(stop.Signal))
-			t.handBack()
-			_ = unix.Kill(init, unix.SIGCONT)
-		}
-	}()
-	return broken
+// followStop follows one stop of the runner's group the init reported:
+// it stops the host side's group, then continues the init (which
+// continues the runner's group) once the shell continued the host side.
+func (t *terminal) followStop(stop *stage.RunnerStopped, init int) {
+	t.noteStop(stop.Inside)
+	reaper.StopJob(syscall.Signal(stop.Signal))
+	t.handBack()
+	_ = unix.Kill(init, unix.SIGCONT)
 }
 
 func tcgetpgrp(fd int) (int, error) {

@@ -62,11 +62,12 @@ func parseRunNoted(args []string, lookup func(string) (string, bool)) (sandbox.O
 type runFlags struct {
 	fs                            *flag.FlagSet
 	set                           map[string]bool // the flags given
-	mode, state, grace, poll, net string
+	mode, state, grace, poll      string
 	configPath                    string
 	capAdd, rlimits               listFlag
 	allowNewPrivs, verbose, help  bool
 	policy                        *policyFlags
+	network                       *netFlags
 }
 
 // parseRunWith parses a run's command line into Options, one step after
@@ -85,13 +86,16 @@ func parseRunWith(args []string, lookup func(string) (string, bool), notes *[]st
 		return o, err
 	}
 	for _, step := range []func(*sandbox.Options, func(string) (string, bool), *[]string) error{
-		f.applyMode, f.applyTiming, f.applyOutput, f.applyPrivileges, f.applyNet,
+		f.applyMode, f.applyTiming, f.applyOutput, f.applyPrivileges,
 	} {
 		if err := step(&o, lookup, notes); err != nil {
 			return o, err
 		}
 	}
 	if err := f.policy.apply(&o, f.set, lookup); err != nil { // policy.go
+		return o, err
+	}
+	if err := f.network.apply(&o, f.set, lookup); err != nil { // network.go
 		return o, err
 	}
 	return o, f.applyCommand(&o, cfg, lookup)
@@ -106,7 +110,6 @@ func parseFlags(args []string) (*runFlags, error) {
 	fs.StringVar(&f.state, "state", "", "")
 	fs.StringVar(&f.grace, "grace", "", "")
 	fs.StringVar(&f.poll, "poll", "", "")
-	fs.StringVar(&f.net, "net", "host", "")
 	fs.Var(&f.capAdd, "cap-add", "")
 	fs.Var(&f.rlimits, "rlimit", "")
 	fs.BoolVar(&f.allowNewPrivs, "allow-new-privs", false, "")
@@ -116,6 +119,7 @@ func parseFlags(args []string) (*runFlags, error) {
 	fs.BoolVar(&f.help, "h", false, "")
 	fs.BoolVar(&f.help, "help", false, "")
 	f.policy = registerPolicyFlags(fs) // policy.go
+	f.network = registerNetFlags(fs)   // network.go
 	if err := fs.Parse(args); err != nil {
 		// The flag package repeats the whole of an unknown flag or a bad
 		// boolean: keep a pasted megabyte off the terminal.
@@ -131,7 +135,7 @@ func parseFlags(args []string) (*runFlags, error) {
 	// "--state -- RUNNER" hands "--" to --state as its value and the
 	// runner to nobody: say so rather than write a file named "--".
 	for _, v := range []struct{ name, value string }{
-		{"mode", f.mode}, {"state", f.state}, {"grace", f.grace}, {"poll", f.poll}, {"net", f.net}, {"config", f.configPath},
+		{"mode", f.mode}, {"state", f.state}, {"grace", f.grace}, {"poll", f.poll}, {"net", f.network.mode}, {"net-log", f.network.logPath}, {"config", f.configPath},
 	} {
 		if f.set[v.name] && v.value == "--" {
 			return nil, fmt.Errorf("--%s needs a value, but the next argument is \"--\"", v.name)
@@ -140,7 +144,7 @@ func parseFlags(args []string) (*runFlags, error) {
 	for _, v := range []struct {
 		name   string
 		values listFlag
-	}{{"cap-add", f.capAdd}, {"rlimit", f.rlimits}} {
+	}{{"cap-add", f.capAdd}, {"rlimit", f.rlimits}, {"allow-net", f.network.allow}, {"host-port", f.network.hostPorts}, {"publish", f.network.publish}} {
 		if slices.Contains(v.values, "--") {
 			return nil, fmt.Errorf("--%s needs a value, but the next argument is \"--\"", v.name)
 		}
@@ -240,20 +244,6 @@ func (f *runFlags) applyPrivileges(o *sandbox.Options, _ func(string) (string, b
 	return nil
 }
 
-// applyNet: --net host or none.
-func (f *runFlags) applyNet(o *sandbox.Options, _ func(string) (string, bool), _ *[]string) error {
-	switch f.net {
-	case "host":
-		if f.set["net"] {
-			o.Namespaces.Net = false // an explicit --net host overrides the config
-		}
-	case "none":
-		o.Namespaces.Net = true
-	default:
-		return fmt.Errorf("--net: unknown value %s: want host or none", bounds.Quote(f.net))
-	}
-	return nil
-}
 
 // applyCommand: the runner after --, or process.args of --config (one of
 // them), absolute; and its environment.
@@ -309,7 +299,7 @@ func firstEnv(names []string, lookup func(string) (string, bool)) (string, bool)
 // runnerEnv is the caller's environment without corral's own settings.
 func runnerEnv(environ []string) []string {
 	own := map[string]bool{}
-	for _, names := range [][]string{envMode, envState, envGrace, envPoll, envVerbose, envTimeout} {
+	for _, names := range [][]string{envMode, envState, envGrace, envPoll, envVerbose, envTimeout, envNet, envAllowNet, envNetLog} {
 		for _, n := range names {
 			own[n] = true
 		}

@@ -24,8 +24,7 @@
 //     proxied connection, when it ends. A connection the policy allows but
 //     that fails (the name does not resolve, the destination refuses) is
 //     logged as "allow" with the failure as the reason; "deny" is only the
-//     policy's (or the connection cap's) refusal;
-//   - the runner's proxy variables (EnvFor, WithProxyEnv).
+//     policy's (or the connection cap's) refusal.
 //
 // Streams are copied both ways with half-close: when one side finishes
 // sending, the other side's write half is shut, so a client that shuts

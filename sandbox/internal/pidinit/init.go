@@ -42,7 +42,19 @@ func Main(newEngine stage.NewEngine) {
 		link.Fail(err)
 		os.Exit(exitstatus.Setup)
 	}
-	said := sayReady(link, sigs, start.Terminal)
+	if err := sendListeners(link, plan.Net); err != nil { // network.go
+		engine.Abandon()
+		link.Fail(err)
+		os.Exit(exitstatus.Setup)
+	}
+	publish := len(plan.Net.Publish) > 0
+	said := sayReady(link, sigs, start.Terminal || publish)
+	if publish {
+		go func() {
+			<-said
+			answerDials(link)
+		}()
+	}
 	var jobs reaper.JobControl
 	if start.Terminal {
 		// Terminal mode: the runner's stops go to the host side on the

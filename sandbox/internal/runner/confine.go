@@ -33,7 +33,7 @@ import (
 // to install it is a setup error: the runner never starts unprotected.
 func restrictRunner(p stage.Privileges) (filtered bool, err error) {
 	if p.AllowNewPrivs && stage.HoldsCap(capability.CAP_SYS_ADMIN) {
-		if err := denyTerminalInjection(); err != nil {
+		if err := installFilter(p); err != nil {
 			return false, err
 		}
 		filtered = true
@@ -44,21 +44,32 @@ func restrictRunner(p stage.Privileges) (filtered bool, err error) {
 	if filtered {
 		return true, nil
 	}
-	err = denyTerminalInjection()
-	if p.AllowNewPrivs && errors.Is(err, unix.EACCES) {
+	err = installFilter(p)
+	if p.AllowNewPrivs && p.Sockets == nil && errors.Is(err, unix.EACCES) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-func denyTerminalInjection() error {
-	prog, err := seccomp.DenyTerminalInjection()
+// installFilter installs the runner's one seccomp filter: the TIOCSTI
+// denial, and the socket rules of subreaper mode's network policy. The
+// documented exception above (no filter at all) never covers a network
+// policy: without its filter the runner would have the whole network.
+func installFilter(p stage.Privileges) error {
+	prog, err := seccomp.RunnerFilter(seccomp.RunnerRules{Sockets: p.Sockets})
 	if err == nil {
 		err = seccomp.InstallOnThread(prog)
 	}
 	if err != nil {
-		return &stage.SetupError{Step: "deny TIOCSTI and TIOCLINUX to the runner (seccomp filter)", Err: err,
-			Hint: "an outer seccomp profile or security module refuses filters here; run `corral probe`"}
+		step := "deny TIOCSTI and TIOCLINUX to the runner (seccomp filter)"
+		hint := "an outer seccomp profile or security module refuses filters here; run `corral probe`"
+		if p.Sockets != nil {
+			step = "the runner's network policy (seccomp socket filter)"
+			if p.AllowNewPrivs {
+				hint = "--allow-new-privs leaves no_new_privs unset, and without CAP_SYS_ADMIN the kernel takes no filter; drop --allow-new-privs, or run in pidns mode"
+			}
+		}
+		return &stage.SetupError{Step: step, Err: err, Hint: hint}
 	}
 	return nil
 }

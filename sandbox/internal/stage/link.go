@@ -1,12 +1,14 @@
 package stage
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"reflect"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"github.com/corral-sh/corral/internal/wire"
@@ -35,7 +37,8 @@ const (
 
 // Link is one end of a stage's socket.
 type Link struct {
-	rw      io.ReadWriteCloser // the socket; any stream in tests
+	rw      io.ReadWriteCloser // the socket (a *unixSock); any stream in tests
+	sendMu  sync.Mutex         // one frame at a time: the init reports stops and answers requests from two goroutines
 	sendErr error              // the start message did not get through: the stage died first
 	// For the stage's end: what it answers with (Ready, Fail).
 	ready, failed Kind
@@ -109,7 +112,12 @@ func Spawn(arg0 string, kind Kind, start any, attr syscall.ProcAttr, caller Call
 	if err != nil {
 		return 0, nil, fmt.Errorf("socketpair for %s: %w", arg0, err)
 	}
-	link := &Link{rw: os.NewFile(uintptr(fds[0]), "stage link")}
+	sock, err := newUnixSock(fds[0], "stage link")
+	if err != nil {
+		unix.Close(fds[1])
+		return 0, nil, err
+	}
+	link := &Link{rw: sock}
 	files, at := Files(caller, fds[1])
 	attr.Files = files
 	if attr.Env == nil {
@@ -191,7 +199,30 @@ func (l *Link) Receive(s Step) (Kind, any, error) {
 	if err := wire.Unmarshal(data, payload); err != nil {
 		return k, nil, fmt.Errorf("decode %s: %w", m.Name, err)
 	}
+	if c, ok := payload.(Carrier); ok {
+		if err := l.takeFDs(m, c); err != nil {
+			return k, nil, err
+		}
+	}
 	return k, payload, nil
+}
+
+// takeFDs gives c the descriptors that came with its frame.
+func (l *Link) takeFDs(m Message, c Carrier) error {
+	n := c.FDCount()
+	if n == 0 {
+		return nil
+	}
+	sock, ok := l.rw.(*unixSock)
+	if !ok {
+		return fmt.Errorf("decode %s: it carries %d descriptors, and this link is no socket", m.Name, n)
+	}
+	fds, ok := sock.take(n)
+	if !ok {
+		return fmt.Errorf("decode %s: %w: it carries %d descriptors, fewer came", m.Name, wire.ErrMalformed, n)
+	}
+	c.SetFDs(fds)
+	return nil
 }
 
 // ProtocolError is a message its receiver does not take: a kind the table
@@ -233,7 +264,23 @@ func kindNames(ks []Kind) string {
 // word: for the exec stage, that its execve succeeded; for the others,
 // that it died.
 func (l *Link) AwaitReply(s Step) (ready bool, err error) {
-	_, payload, err := l.Receive(s)
+	return l.AwaitReplyWith(s, nil)
+}
+
+// AwaitReplyWith is AwaitReply where the stage may first send messages
+// that are not its answer (the init's NetListeners): each goes to interim,
+// whose error ends the wait.
+func (l *Link) AwaitReplyWith(s Step, interim func(Kind, any) error) (ready bool, err error) {
+	k, payload, err := l.Receive(s)
+	for err == nil && k == MsgNetListeners {
+		if interim == nil {
+			return false, &SetupError{Step: "stage protocol: " + s.String(), Err: &ProtocolError{Kind: k, Want: steps[s].Accept[:2]}}
+		}
+		if err = interim(k, payload); err != nil {
+			return false, err
+		}
+		k, payload, err = l.Receive(s)
+	}
 	switch {
 	case err == io.EOF && l.sendErr != nil:
 		return false, fmt.Errorf("the stage ended before it read its start message: %w", l.sendErr)
@@ -264,7 +311,11 @@ func Open(s Step) (*Link, Caller, any, error) {
 		return nil, caller, nil, fmt.Errorf("stage socket %d: %w", fd, err)
 	}
 	caller = caller.without(fd)
-	link := &Link{rw: os.NewFile(uintptr(fd), "stage link"), ready: steps[s].ready, failed: steps[s].failed}
+	sock, err := newUnixSock(fd, "stage link")
+	if err != nil {
+		return nil, caller, nil, err
+	}
+	link := &Link{rw: sock, ready: steps[s].ready, failed: steps[s].failed}
 	_, start, err := link.Receive(s)
 	if err == io.EOF {
 		err = io.ErrUnexpectedEOF
@@ -279,13 +330,29 @@ func Open(s Step) (*Link, Caller, any, error) {
 	return link, caller, start, nil
 }
 
-// Send writes one message of kind k.
+// Send writes one message of kind k; a Carrier payload's descriptors go
+// with it (its FDs, as many as its FDCount).
 func (l *Link) Send(k Kind, payload any) error {
 	data, err := encode(k, payload)
 	if err != nil {
 		return err
 	}
-	return wire.WriteFrame(l.rw, byte(k), data)
+	l.sendMu.Lock()
+	defer l.sendMu.Unlock()
+	c, carries := payload.(Carrier)
+	if !carries || c.FDCount() == 0 {
+		return wire.WriteFrame(l.rw, byte(k), data)
+	}
+	fds := c.Carried()
+	sock, ok := l.rw.(*unixSock)
+	if !ok || len(fds) != c.FDCount() {
+		return fmt.Errorf("send %s: %d descriptors on a link that cannot carry them, or not %d", k, len(fds), c.FDCount())
+	}
+	var frame bytes.Buffer
+	if err := wire.WriteFrame(&frame, byte(k), data); err != nil {
+		return err
+	}
+	return sock.writeFDs(frame.Bytes(), fds)
 }
 
 // Ready tells the parent the stage is set up.

@@ -84,16 +84,73 @@ func TestEveryKindRoundTrips(t *testing.T) {
 					t.Errorf("changed on the way:\n got  %#v\n want %#v", back, msg)
 				}
 			}
+			step := receiverOf(t, m.Kind)
+			if c, ok := msg.(Carrier); ok {
+				carriesThroughSocket(t, m, step, c)
+				return
+			}
 			var buf bytes.Buffer
 			if err := (&Link{rw: pipe{&buf}}).Send(m.Kind, msg); err != nil {
 				t.Fatal(err)
 			}
-			step := receiverOf(t, m.Kind)
 			kind, got, err := (&Link{rw: pipe{&buf}}).Receive(step)
 			if err != nil || kind != m.Kind || !reflect.DeepEqual(got, msg) {
 				t.Errorf("through a link at %s: %v %#v %v, want %v %#v", step, kind, got, err, m.Kind, msg)
 			}
 		})
+	}
+}
+
+// carriesThroughSocket sends c with real descriptors over a socketpair
+// link and checks that each arrives as a descriptor of the same open file.
+func carriesThroughSocket(t *testing.T, m Message, step Step, c Carrier) {
+	t.Helper()
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newUnixSock(pair[0], "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := newUnixSock(pair[1], "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var sent []int
+	for range c.FDCount() {
+		f, err := os.CreateTemp(t.TempDir(), "fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		sent = append(sent, int(f.Fd()))
+	}
+	c.SetFDs(sent)
+	if err := (&Link{rw: a}).Send(m.Kind, c); err != nil {
+		t.Fatal(err)
+	}
+	kind, got, err := (&Link{rw: b}).Receive(step)
+	if err != nil || kind != m.Kind {
+		t.Fatalf("through a socket at %s: %v %v", step, kind, err)
+	}
+	back := got.(Carrier)
+	recv := back.Carried()
+	back.SetFDs(sent)
+	if !reflect.DeepEqual(back, c) {
+		t.Errorf("changed on the way:\n got  %#v\n want %#v", back, c)
+	}
+	if len(recv) != len(sent) {
+		t.Fatalf("%d descriptors arrived, %d sent", len(recv), len(sent))
+	}
+	for i := range sent {
+		var want, have unix.Stat_t
+		if unix.Fstat(sent[i], &want) != nil || unix.Fstat(recv[i], &have) != nil || want.Ino != have.Ino {
+			t.Errorf("descriptor %d: arrived as another file", i)
+		}
+		unix.Close(recv[i])
 	}
 }
 

@@ -30,6 +30,9 @@ const (
 	MsgProbeStart                    // probe → probe child: ProbeStart
 	MsgProbeReady                    // probe child → probe: the step worked; no payload
 	MsgProbeFailed                   // probe child → probe: Failure
+	MsgNetListeners                  // init → host, before MsgInitReady: NetListeners, with their sockets
+	MsgPublishDial                   // host → init, after MsgInitReady: PublishDial
+	MsgPublishConn                   // init → host, after MsgInitReady: PublishConn, with the socket when it connected
 )
 
 // Role is a process role, as a message names its sender and receiver.
@@ -53,6 +56,14 @@ type Message struct {
 	New func() any
 }
 
+// Carrier is a payload that carries descriptors (SCM_RIGHTS) beside its
+// bytes: how many, and where the receiver puts them.
+type Carrier interface {
+	FDCount() int
+	Carried() []int // the sender's
+	SetFDs(fds []int)
+}
+
 var table = [...]Message{
 	{MsgInitStart, "InitStart", RoleHost, RoleInit, func() any { return new(InitStart) }},
 	{MsgInitReady, "InitReady", RoleInit, RoleHost, nil},
@@ -63,6 +74,9 @@ var table = [...]Message{
 	{MsgProbeStart, "ProbeStart", RoleProbe, RoleProbeChild, func() any { return new(ProbeStart) }},
 	{MsgProbeReady, "ProbeReady", RoleProbeChild, RoleProbe, nil},
 	{MsgProbeFailed, "ProbeFailed", RoleProbeChild, RoleProbe, func() any { return new(Failure) }},
+	{MsgNetListeners, "NetListeners", RoleInit, RoleHost, func() any { return new(NetListeners) }},
+	{MsgPublishDial, "PublishDial", RoleHost, RoleInit, func() any { return new(PublishDial) }},
+	{MsgPublishConn, "PublishConn", RoleInit, RoleHost, func() any { return new(PublishConn) }},
 }
 
 // Messages returns the table.
@@ -90,13 +104,14 @@ func (k Kind) String() string {
 type Step int
 
 const (
-	StepInitStart   Step = iota // the init reads its start
-	StepInitReply               // the host side waits for the init to be ready
-	StepInitReports             // the host side follows the init after ready (terminal mode)
-	StepExecStart               // the exec stage reads its start
-	StepExecReply               // the engine waits for the exec stage's execve
-	StepProbeStart              // the probe child reads its start
-	StepProbeReply              // the probe waits for the probe child's answer
+	StepInitStart    Step = iota // the init reads its start
+	StepInitReply                // the host side waits for the init to be ready
+	StepInitReports              // the host side follows the init after ready (terminal mode)
+	StepExecStart                // the exec stage reads its start
+	StepExecReply                // the engine waits for the exec stage's execve
+	StepProbeStart               // the probe child reads its start
+	StepProbeReply               // the probe waits for the probe child's answer
+	StepInitRequests             // the init follows the host side's requests after ready (--publish)
 )
 
 type stepInfo struct {
@@ -108,13 +123,14 @@ type stepInfo struct {
 }
 
 var steps = [...]stepInfo{
-	StepInitStart:   {RoleInit, "the init's start message", []Kind{MsgInitStart}, MsgInitReady, MsgInitFailed},
-	StepInitReply:   {RoleHost, "the init's reply", []Kind{MsgInitReady, MsgInitFailed}, 0, 0},
-	StepInitReports: {RoleHost, "the init's reports", []Kind{MsgRunnerStopped}, 0, 0},
-	StepExecStart:   {RoleExecStage, "the exec stage's start message", []Kind{MsgExecStart}, 0, MsgExecFailed},
-	StepExecReply:   {RoleEngine, "the exec stage's reply", []Kind{MsgExecFailed}, 0, 0},
-	StepProbeStart:  {RoleProbeChild, "the probe child's start message", []Kind{MsgProbeStart}, MsgProbeReady, MsgProbeFailed},
-	StepProbeReply:  {RoleProbe, "the probe child's reply", []Kind{MsgProbeReady, MsgProbeFailed}, 0, 0},
+	StepInitStart:    {RoleInit, "the init's start message", []Kind{MsgInitStart}, MsgInitReady, MsgInitFailed},
+	StepInitReply:    {RoleHost, "the init's reply", []Kind{MsgInitReady, MsgInitFailed, MsgNetListeners}, 0, 0},
+	StepInitReports:  {RoleHost, "the init's reports", []Kind{MsgRunnerStopped, MsgPublishConn}, 0, 0},
+	StepExecStart:    {RoleExecStage, "the exec stage's start message", []Kind{MsgExecStart}, 0, MsgExecFailed},
+	StepExecReply:    {RoleEngine, "the exec stage's reply", []Kind{MsgExecFailed}, 0, 0},
+	StepProbeStart:   {RoleProbeChild, "the probe child's start message", []Kind{MsgProbeStart}, MsgProbeReady, MsgProbeFailed},
+	StepProbeReply:   {RoleProbe, "the probe child's reply", []Kind{MsgProbeReady, MsgProbeFailed}, 0, 0},
+	StepInitRequests: {RoleInit, "the host side's requests", []Kind{MsgPublishDial}, 0, 0},
 }
 
 // Steps lists every receive step.
@@ -169,3 +185,50 @@ type RunnerStopped struct {
 	Signal int
 	Inside bool
 }
+
+// NetListeners are the listening sockets the init made inside the
+// runner's network namespace, for the host side to accept on: a socket
+// keeps the namespace it was made in, whoever holds it. The proxy's comes
+// first when ProxyAddr is set, then one per HostPorts entry, in order.
+type NetListeners struct {
+	ProxyAddr string   // the proxy's address as the runner reaches it; "": no proxy
+	HostPorts []uint16 // the --host-port listeners, at 127.0.0.1:PORT inside
+	FDs       []int    `wire:"-"`
+}
+
+func (n *NetListeners) FDCount() int {
+	c := len(n.HostPorts)
+	if n.ProxyAddr != "" {
+		c++
+	}
+	return c
+}
+
+func (n *NetListeners) Carried() []int   { return n.FDs }
+func (n *NetListeners) SetFDs(fds []int) { n.FDs = fds }
+
+// PublishDial asks the init for a socket connected to 127.0.0.1:Port
+// inside the runner's namespace, for one connection the host side
+// accepted on its --publish listener. ID pairs it with its PublishConn.
+type PublishDial struct {
+	ID   uint64
+	Port uint16
+}
+
+// PublishConn answers a PublishDial: the connected socket, or the errno of
+// the connect (Errno non-zero, no descriptor).
+type PublishConn struct {
+	ID    uint64
+	Errno uint64
+	FDs   []int `wire:"-"`
+}
+
+func (c *PublishConn) FDCount() int {
+	if c.Errno != 0 {
+		return 0
+	}
+	return 1
+}
+
+func (c *PublishConn) Carried() []int   { return c.FDs }
+func (c *PublishConn) SetFDs(fds []int) { c.FDs = fds }

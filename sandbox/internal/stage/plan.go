@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/corral-sh/corral/internal/landlock"
+	"github.com/corral-sh/corral/internal/seccomp"
 )
 
 // Mode is how the boundary is built.
@@ -35,6 +36,8 @@ type Plan struct {
 
 	Privileges Privileges
 	Namespaces Namespaces
+	// Net is the network policy beyond --net none (Namespaces.Net).
+	Net Network
 
 	Verbose bool
 
@@ -50,14 +53,47 @@ type Privileges struct {
 	Keep          []int
 	AllowNewPrivs bool
 	Rlimits       []Rlimit
+	// Sockets limits the socket families and types the runner may create
+	// (subreaper mode's network policy); nil: any.
+	Sockets *seccomp.SocketRules
 	// Landlock is the filesystem and IPC policy (--writable, --read-only,
 	// --hide, --isolate-ipc), enforced on the same thread (package runner).
 	Landlock landlock.Policy
 }
 
+// Network is the network policy of a run beyond --net none (README.md,
+// "Network policy"). Every part of it cuts the runner off the network
+// but for what it names: a network namespace of its own in pidns mode,
+// the socket filter and Landlock's TCP ports in subreaper mode.
+type Network struct {
+	// Allow are the --allow-net destinations as given: the egress proxy
+	// on the host side parses them again (package egress), so that what
+	// crosses to the init stays plain data.
+	Allow []string
+	// HostPorts are TCP services on the host's loopback the runner reaches
+	// at 127.0.0.1:PORT (--host-port).
+	HostPorts []uint16
+	// Publish are TCP ports the runner listens on at 127.0.0.1:PORT that
+	// the host reaches at its own 127.0.0.1:PORT (--publish).
+	Publish []uint16
+	// LogPath is --net-log: one JSON line per proxied connection.
+	LogPath string
+	// ProxyAddr is where the runner reaches the egress proxy, set by the
+	// host side for the mode it runs (the init listens there in pidns
+	// mode); "": none.
+	ProxyAddr string
+}
+
+// Proxy reports whether the run has an egress proxy.
+func (n Network) Proxy() bool { return len(n.Allow) > 0 }
+
+// Isolated reports whether the runner's network is cut off: --net none or
+// an allowlist (the proxy is then the only way out).
+func (p *Plan) Isolated() bool { return p.Namespaces.Net || p.Net.Proxy() }
+
 // Namespaces beyond the PID and mount namespaces pidns mode always makes.
 type Namespaces struct {
-	Net      bool   // new network namespace: loopback only
+	Net      bool   // --net none: no network but loopback (a new network namespace in pidns mode)
 	IPC      bool   // new System V IPC / POSIX message queue namespace
 	UTS      bool   // new hostname namespace
 	Hostname string // set in the new UTS namespace
@@ -68,7 +104,9 @@ type Namespaces struct {
 	PID bool
 }
 
-// Any reports whether a namespace was asked for: only pidns mode honours it.
+// Any reports whether a namespace was asked for that only pidns mode
+// honours. A network namespace is not among them: subreaper mode enforces
+// the network policy its own way (README.md, "Network policy").
 func (n Namespaces) Any() bool {
-	return n.Net || n.IPC || n.UTS || n.User || n.Hostname != "" || n.PID
+	return n.IPC || n.UTS || n.User || n.Hostname != "" || n.PID
 }

@@ -1,4 +1,4 @@
-package egress
+package stage
 
 import "strings"
 
@@ -14,7 +14,7 @@ var proxyVars = []struct{ name, scheme string }{
 	{"ALL_PROXY", "socks5h://"},
 }
 
-// EnvFor returns the proxy variables for a proxy at addr (host:port, as
+// ProxyEnvFor returns the proxy variables for a proxy at addr (host:port, as
 // the runner reaches it): HTTP_PROXY and HTTPS_PROXY = http://ADDR,
 // ALL_PROXY = socks5h://ADDR, each also in lower case.
 //
@@ -22,7 +22,7 @@ var proxyVars = []struct{ name, scheme string }{
 // earlier proxy variables): clients skip the proxy for the hosts listed
 // there, and those connections would fail instead of being decided.
 // WithProxyEnv does both.
-func EnvFor(addr string) []string {
+func ProxyEnvFor(addr string) []string {
 	env := make([]string, 0, 2*len(proxyVars))
 	for _, v := range proxyVars {
 		env = append(env, v.name+"="+v.scheme+addr, strings.ToLower(v.name)+"="+v.scheme+addr)
@@ -31,7 +31,7 @@ func EnvFor(addr string) []string {
 }
 
 // WithProxyEnv returns env without NO_PROXY, no_proxy and any proxy
-// variable EnvFor sets, followed by EnvFor(addr).
+// variable ProxyEnvFor sets, followed by ProxyEnvFor(addr).
 func WithProxyEnv(env []string, addr string) []string {
 	drop := map[string]bool{"NO_PROXY": true}
 	for _, v := range proxyVars {
@@ -45,5 +45,5 @@ func WithProxyEnv(env []string, addr string) []string {
 		}
 		out = append(out, kv)
 	}
-	return append(out, EnvFor(addr)...)
+	return append(out, ProxyEnvFor(addr)...)
 }

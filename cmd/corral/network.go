@@ -1,0 +1,123 @@
+//go:build linux
+
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/corral-sh/corral/internal/bounds"
+	"github.com/corral-sh/corral/sandbox"
+)
+
+// The network policy's options (README.md, "Network policy").
+
+var (
+	envNet      = []string{"CORRAL_NET"}
+	envAllowNet = []string{"CORRAL_ALLOW_NET"}
+	envNetLog   = []string{"CORRAL_NET_LOG"}
+)
+
+type netFlags struct {
+	mode             string
+	allow, hostPorts listFlag
+	publish          listFlag
+	logPath          string
+}
+
+func registerNetFlags(fs *flag.FlagSet) *netFlags {
+	f := &netFlags{}
+	fs.StringVar(&f.mode, "net", "host", "")
+	fs.Var(&f.allow, "allow-net", "")
+	fs.Var(&f.hostPorts, "host-port", "")
+	fs.Var(&f.publish, "publish", "")
+	fs.StringVar(&f.logPath, "net-log", "", "")
+	return f
+}
+
+// apply sets the network policy in o, over what a config file set (its
+// network namespace means --net none; an explicit --net host undoes it).
+func (f *netFlags) apply(o *sandbox.Options, set map[string]bool, lookup func(string) (string, bool)) error {
+	mode := f.mode
+	if !set["net"] {
+		if v, ok := firstEnv(envNet, lookup); ok && (v == "host" || v == "none") {
+			mode = v // another value means the default, as for every variable
+		}
+	}
+	switch mode {
+	case "host":
+		if set["net"] {
+			o.Namespaces.Net = false
+		}
+	case "none":
+		o.Namespaces.Net = true
+	default:
+		return fmt.Errorf("--net: unknown value %s: want host or none", bounds.Quote(mode))
+	}
+
+	allow := []string(f.allow)
+	if !set["allow-net"] {
+		// An allowlist is the one variable that does not fall back to the
+		// default when it does not parse: the default is the whole
+		// network, and a typo must not open it.
+		if v, ok := firstEnv(envAllowNet, lookup); ok {
+			allow = strings.Split(v, ",")
+			for _, d := range allow {
+				if _, err := sandbox.ParseNetRule(d); err != nil {
+					return fmt.Errorf("%s: %w", envAllowNet[0], err)
+				}
+			}
+		}
+	}
+	for _, d := range allow {
+		if _, err := sandbox.ParseNetRule(d); err != nil {
+			return err
+		}
+	}
+	o.Net.Allow = allow
+
+	var err error
+	if o.Net.HostPorts, err = ports("host-port", f.hostPorts); err != nil {
+		return err
+	}
+	if o.Net.Publish, err = ports("publish", f.publish); err != nil {
+		return err
+	}
+	o.Net.LogPath = f.logPath
+	if !set["net-log"] {
+		o.Net.LogPath, _ = firstEnv(envNetLog, lookup)
+	}
+
+	isolated := o.Namespaces.Net || len(o.Net.Allow) > 0
+	switch {
+	case len(o.Net.HostPorts) > 0 && !isolated:
+		return errors.New("--host-port needs --net none or --allow-net: with the host's network the runner reaches the port already")
+	case len(o.Net.Publish) > 0 && !isolated:
+		return errors.New("--publish needs --net none or --allow-net: with the host's network the runner's server is reachable already")
+	case o.Net.LogPath != "" && len(o.Net.Allow) == 0:
+		return errors.New("--net-log logs the connections of the egress proxy: give --allow-net too")
+	}
+	return nil
+}
+
+// ports parses the values of a repeated port flag: each 1–65535, no
+// repeats.
+func ports(flagName string, values []string) ([]uint16, error) {
+	var out []uint16
+	for _, v := range values {
+		n, err := strconv.ParseUint(v, 10, 16)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("--%s %s: want a TCP port number from 1 to 65535", flagName, bounds.Quote(v))
+		}
+		for _, p := range out {
+			if p == uint16(n) {
+				return nil, fmt.Errorf("--%s %d is given twice", flagName, n)
+			}
+		}
+		out = append(out, uint16(n))
+	}
+	return out, nil
+}
