@@ -265,11 +265,22 @@ func TestConfigNetworkNamespaceHasOnlyLoopback(t *testing.T) {
 					o = append(o, "--config", e.writeConfig("config.json", tc.config))
 				}
 				res := e.run(e.args(o, []string{netprobe(t), "-marker", e.marker, "-dial", ln.Addr().String()}))
-				if (tc.isolated || tc.config != nil) && wantRefusedOutsidePidns(t, m, res) {
+				if tc.config != nil && wantRefusedOutsidePidns(t, m, res) {
 					e.assertGone()
 					return
 				}
 				wantCode(t, res, 0)
+				if tc.isolated && !m.pidns() {
+					// Subreaper mode has no network namespace: --net none
+					// is the socket filter, so the host's interfaces stay
+					// visible and every socket but AF_UNIX and AF_NETLINK
+					// fails with EACCES (README.md, "Network policy").
+					if !strings.Contains(res.stdout, "\ndial=error: socket: EACCES") || !strings.Contains(res.stdout, "\nself=error: socket: EACCES") {
+						t.Errorf("subreaper --net none: want socket() refused with EACCES:\n%s", res.stdout)
+					}
+					e.assertGone()
+					return
+				}
 				var ifaces []string
 				for _, line := range strings.Split(res.stdout, "\n") {
 					if rest, ok := strings.CutPrefix(line, "iface="); ok {

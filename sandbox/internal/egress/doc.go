@@ -28,8 +28,8 @@
 //
 // Streams are copied both ways with half-close: when one side finishes
 // sending, the other side's write half is shut, so a client that shuts
-// down its writing still reads the whole answer. TCP to TCP is spliced in
-// the kernel; other sockets borrow a pooled buffer. The handshake has a
+// down its writing still reads the whole answer, through a pooled buffer
+// (not splice(2), whose pipes would hold descriptors). The handshake has a
 // deadline (a silent or trickling client is closed); an established tunnel
 // has none. Connections are capped (MaxConns, shared by every listener of
 // a Proxy), and so is an HTTP header (MaxHeaderBytes).

@@ -54,14 +54,17 @@ func Run(dieWithParent func() Check) Report {
 	procCheck := probeChild("fresh /proc mount", pidFlags|unix.CLONE_NEWNS, userns, stage.ProbeStart{Step: "proc"})
 	r.Checks = append(r.Checks, procCheck)
 
+	netnsCheck := probeChild("network namespace", pidFlags|unix.CLONE_NEWNET, userns, stage.ProbeStart{Step: "namespaces"})
+	filter := withNoNewPrivsNote(probeInjectionFilter()) // diagnose.go
 	r.Checks = append(r.Checks,
 		probeChild("subreaper", 0, false, stage.ProbeStart{Step: "subreaper"}),
 		probePidfd(),
 		probeCgroup2(),
 		probeLandlock(),
-		withNoNewPrivsNote(probeInjectionFilter()), // diagnose.go
+		filter,
 	)
 	r.Checks = append(r.Checks, probePolicy()...) // policy.go
+	r.Checks = append(r.Checks, probeNetwork(netnsCheck, pidCheck.Available && procCheck.Available, filter)...) // network.go
 	r.Checks = append(r.Checks, dieWithParent())
 
 	r.AutoMode, r.Reason = stage.ModePidns, "new PID and mount namespaces and a fresh /proc work here"
