@@ -12,12 +12,14 @@
 //	terminal.go  the terminal's foreground and job stops, in the process
 //	             the caller's shell waits on
 //	parent.go    --die-with-parent
+//	network.go   the network policy's host side: the egress proxy and the
+//	             port forwards, on sockets made where the runner lives
 //	policy.go    the sandbox policy's preview, before anything starts
 //	probe.go     Probe: `corral probe`
 //	stage.go     RunStage, and the wiring of the roles into each process
 //
 // Every other process role has its own package beneath sandbox/internal
-// (pidinit, supervise, runner, probe), and they talk only through
+// (pidinit, supervise, runner, probe, egress), and they talk only through
 // sandbox/internal/stage: the message table, the plan and the link. See
 // docs/ARCHITECTURE.md for the roles, the message flow from flag to exec,
 // where each promise is kept, and the Linux traps each part handles.

@@ -50,8 +50,6 @@ Options:
                          [CORRAL_POLL_SECONDS, HERMES_CLI_PROCESS_POLL_SECONDS]
   --cap-add CAP        keep capability CAP (e.g. NET_BIND_SERVICE); repeatable
   --allow-new-privs    do not set no_new_privs (setuid programs work again)
-  --net MODE           host (default) or none: a network namespace with only
-                         loopback, up (pidns mode)
   --rlimit NAME=SOFT[:HARD]
                        set a resource limit, e.g. RLIMIT_NOFILE=1024:4096; repeatable
   --config PATH        an OCI runtime-spec config.json (see 'corral spec')
@@ -71,6 +69,23 @@ enforce what is asked is an error, {setup}, never a run without it):
   --timeout SECONDS    after SECONDS cancel the run as by SIGTERM, then exit {timeout}
                          [CORRAL_TIMEOUT_SECONDS]
   --die-with-parent    cancel the run as by SIGTERM when corral's parent exits
+
+Network policy (every mode; fails closed like the sandbox policy):
+  --net MODE           host (default) or none: nothing but loopback (pidns: a
+                         network namespace; subreaper: a socket filter and
+                         Landlock's TCP ports)  [CORRAL_NET]
+  --allow-net DEST     only DEST through corral's egress proxy (HTTP_PROXY,
+                         HTTPS_PROXY, ALL_PROXY are set): HOST[:PORT] with a
+                         name, *.wildcard, IP or CIDR, PORT 1-65535 or *
+                         (default 80 and 443); names resolving to private or
+                         loopback addresses need an IP entry; repeatable
+                         [CORRAL_ALLOW_NET, comma-separated]
+  --host-port PORT     the host's 127.0.0.1:PORT is reachable inside at
+                         127.0.0.1:PORT (a database); repeatable
+  --publish PORT       the runner's server on 127.0.0.1:PORT is reachable
+                         from the host at 127.0.0.1:PORT; repeatable
+  --net-log PATH       one JSON line per proxied connection (mode 0600)
+                         [CORRAL_NET_LOG]
 
   -v, --verbose        say which mode was chosen and why, and what teardown did
                          [CORRAL_VERBOSE]
@@ -92,4 +107,5 @@ ended the run.
 Examples:
   corral --state /tmp/state.json -- /bin/sh -c 'sleep 100 & echo started'
   corral --writable "$PWD" --hide ~/.ssh --timeout 3600 -- /usr/bin/make test
+  corral --allow-net api.github.com --net-log net.log -- /usr/bin/git fetch
 `
