@@ -60,14 +60,14 @@ func parseRunNoted(args []string, lookup func(string) (string, bool)) (sandbox.O
 
 // runFlags are the command line's flags, as parsed.
 type runFlags struct {
-	fs                            *flag.FlagSet
-	set                           map[string]bool // the flags given
-	mode, state, grace, poll      string
-	configPath                    string
-	capAdd, rlimits               listFlag
-	allowNewPrivs, verbose, help  bool
-	policy                        *policyFlags
-	network                       *netFlags
+	fs                           *flag.FlagSet
+	set                          map[string]bool // the flags given
+	mode, state, grace, poll     string
+	configPath                   string
+	capAdd, rlimits              listFlag
+	allowNewPrivs, verbose, help bool
+	policy                       *policyFlags
+	network                      *netFlags
 }
 
 // parseRunWith parses a run's command line into Options, one step after
@@ -243,7 +243,6 @@ func (f *runFlags) applyPrivileges(o *sandbox.Options, _ func(string) (string, b
 	}
 	return nil
 }
-
 
 // applyCommand: the runner after --, or process.args of --config (one of
 // them), absolute; and its environment.

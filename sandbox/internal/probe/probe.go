@@ -63,7 +63,7 @@ func Run(dieWithParent func() Check) Report {
 		probeLandlock(),
 		filter,
 	)
-	r.Checks = append(r.Checks, probePolicy()...) // policy.go
+	r.Checks = append(r.Checks, probePolicy()...)                                                               // policy.go
 	r.Checks = append(r.Checks, probeNetwork(netnsCheck, pidCheck.Available && procCheck.Available, filter)...) // network.go
 	r.Checks = append(r.Checks, dieWithParent())
 
