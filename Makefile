@@ -56,6 +56,8 @@ endef
 bench: build
 	$(BENCH_BUILD)
 	bin/bench -corral $(BIN) -runner bin/bench-runner $(BENCH_FLAGS)
+	@echo '## The egress proxy: bulk throughput and connection setup, against a direct loopback connection'
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./sandbox/internal/egress/
 
 bench-smoke: build
 	$(BENCH_BUILD)

@@ -7,8 +7,10 @@ import (
 )
 
 // copyBufSize is the buffer each direction of a stream borrows while it
-// copies.
-const copyBufSize = 32 << 10
+// copies: 64 KiB measured 0.6x a direct loopback connection's throughput
+// where 32 KiB gave 0.5x (make bench); at the connection cap that is
+// 32 MiB at most.
+const copyBufSize = 64 << 10
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
 
