@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/corral-sh/corral/internal/container"
 	"github.com/corral-sh/corral/internal/proc"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"github.com/moby/sys/capability"
@@ -178,6 +179,7 @@ type facts struct {
 	seccomp    string // "Seccomp:" of /proc/self/status: 0 none, 1 strict, 2 filter; "" unknown
 	noNewPrivs string // "NoNewPrivs:"
 	sysctls    map[string]string
+	engine     container.Engine // whose words a fix is given in
 }
 
 // sysctls whose existence and value explain a refusal; only the ones this
@@ -190,7 +192,7 @@ var explainingSysctls = []string{
 }
 
 func readFacts() facts {
-	f := facts{uid: os.Getuid(), sysctls: map[string]string{}}
+	f := facts{uid: os.Getuid(), sysctls: map[string]string{}, engine: container.Here()}
 	f.caps, _ = stage.EffectiveCaps()
 	if status, err := proc.ReadStatus("/proc/self/status"); err == nil {
 		f.seccomp, f.noNewPrivs = status["Seccomp"], status["NoNewPrivs"]
@@ -229,7 +231,7 @@ func refusalHint(f facts, step string, err error, flags uintptr, userns bool) st
 	case strings.Contains(step, "uid_map") && errors.Is(err, unix.EPERM):
 		if f.uid == 0 && !f.has(capability.CAP_SETFCAP) {
 			return "uid 0 without CAP_SETFCAP cannot map itself into a user namespace (Linux 5.12+), and corral needs one because it lacks CAP_SYS_ADMIN: " +
-				"add CAP_SETFCAP (Kubernetes capabilities.add: [SETFCAP], docker run --cap-add SETFCAP) or CAP_SYS_ADMIN, or run corral as a non-zero uid (Kubernetes runAsUser)"
+				"add CAP_SETFCAP (" + f.engine.CapAdd("SETFCAP") + ") or CAP_SYS_ADMIN, or run corral as a non-zero uid (" + f.engine.User() + ")"
 		}
 		return fmt.Sprintf("the kernel refused to map uid %d to itself: a security module (AppArmor, SELinux) may forbid it", f.uid)
 	case strings.Contains(step, "setgroups"), strings.Contains(step, "gid_map"):
@@ -264,7 +266,7 @@ func refusalHint(f facts, step string, err error, flags uintptr, userns bool) st
 			cause += ", as the default profiles of Docker, containerd and Kubernetes (RuntimeDefault) do for a process without CAP_SYS_ADMIN"
 		}
 		causes = append(causes, cause)
-		fixes = append(fixes, "a profile that allows them (docker run --security-opt seccomp=unconfined; Kubernetes seccompProfile: Unconfined or a Localhost profile)")
+		fixes = append(fixes, "a profile that allows them ("+f.engine.SeccompUnconfined()+")")
 	}
 	if userns {
 		if f.sysctls["kernel.unprivileged_userns_clone"] == "0" && f.uid != 0 {
@@ -276,7 +278,7 @@ func refusalHint(f facts, step string, err error, flags uintptr, userns bool) st
 			fixes = append(fixes, "an AppArmor profile for corral that allows userns, or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
 		}
 		if f.uid == 0 && !f.has(capability.CAP_SYS_ADMIN) {
-			fixes = append(fixes, "give corral CAP_SYS_ADMIN so it needs no user namespace (docker run --cap-add SYS_ADMIN; Kubernetes capabilities.add: [SYS_ADMIN])")
+			fixes = append(fixes, "give corral CAP_SYS_ADMIN so it needs no user namespace ("+f.engine.CapAdd("SYS_ADMIN")+")")
 		}
 	} else if !f.has(capability.CAP_SYS_ADMIN) {
 		causes = append(causes, "creating namespaces without a user namespace needs CAP_SYS_ADMIN, which corral lacks")
@@ -298,11 +300,11 @@ func refusalHint(f facts, step string, err error, flags uintptr, userns bool) st
 // procMountHint explains a refused fresh proc mount.
 func procMountHint(f facts) string {
 	msg := "parts of /proc are overmounted (container runtimes mask /proc/kcore, /proc/sys and friends), and the kernel then refuses a fresh proc mount to a user namespace"
-	fix := "unmask /proc (docker run --security-opt systempaths=unconfined; Kubernetes securityContext.procMount: Unmasked)"
+	fix := "unmask /proc (" + f.engine.Unmask() + ")"
 	switch {
 	case f.uid == 0 && !f.has(capability.CAP_SYS_ADMIN):
 		msg += "; corral is uid 0 but lacks CAP_SYS_ADMIN, so it needed one"
-		fix = "add CAP_SYS_ADMIN (docker run --cap-add SYS_ADMIN; Kubernetes capabilities.add: [SYS_ADMIN]), or " + fix
+		fix = "add CAP_SYS_ADMIN (" + f.engine.CapAdd("SYS_ADMIN") + "), or " + fix
 	case f.uid != 0:
 		fix += ", or run corral as root with CAP_SYS_ADMIN"
 	}
@@ -317,7 +319,7 @@ func resourceHint(err error, env, argv []string, caller stage.Caller) string {
 	case errors.Is(err, unix.EMFILE):
 		var rl unix.Rlimit
 		_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &rl)
-		return fmt.Sprintf("corral has reached its open-file limit (RLIMIT_NOFILE %s, hard %s): raise it (ulimit -n; docker run --ulimit nofile=N:N)", stage.RlimitValue(rl.Cur), stage.RlimitValue(rl.Max))
+		return fmt.Sprintf("corral has reached its open-file limit (RLIMIT_NOFILE %s, hard %s): raise it (ulimit -n; %s)", stage.RlimitValue(rl.Cur), stage.RlimitValue(rl.Max), container.Here().Ulimit("nofile"))
 	case errors.Is(err, unix.EBADF) && len(caller.FDs) > 0:
 		// stage.Files puts a stage's socket above the caller's highest
 		// descriptor, which must stay below the limit.

@@ -2,11 +2,12 @@ package probe
 
 import (
 	"errors"
-	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/corral-sh/corral/internal/container"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
 )
@@ -118,6 +119,16 @@ func TestProcMountHintFitsTheCaller(t *testing.T) {
 	}
 	if strings.Contains(root, "run corral as root") {
 		t.Errorf("tells root to run as root: %q", root)
+	}
+	// Inside podman, podman's words alone (issue 20 point 5).
+	podman := procMountHint(facts{uid: 0, engine: container.Podman})
+	for _, w := range []string{"podman run --cap-add SYS_ADMIN", "podman run --security-opt unmask=ALL"} {
+		if !strings.Contains(podman, w) {
+			t.Errorf("podman hint lacks %q: %q", w, podman)
+		}
+	}
+	if strings.Contains(podman, "docker") || strings.Contains(podman, "systempaths") {
+		t.Errorf("podman hint speaks Docker: %q", podman)
 	}
 	user := procMountHint(facts{uid: 1000})
 	if !strings.Contains(user, "as root with CAP_SYS_ADMIN") || !strings.Contains(user, "procMount: Unmasked") {
