@@ -38,6 +38,11 @@ func (h *host) runPidns() (int, error) {
 		Pdeathsig: syscall.SIGKILL,
 	}
 	if userns {
+		// Go writes the id maps through /proc: it must be this PID
+		// namespace's, and writable.
+		if err := probe.CheckProc(plan); err != nil {
+			return exitstatus.Setup, err
+		}
 		stage.MapCallerIDs(sys, append(append([]int{}, initCaps...), plan.Privileges.Keep...))
 	}
 	term := openTerminal(h.Proc) // terminal mode (terminal.go)

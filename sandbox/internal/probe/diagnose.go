@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/corral-sh/corral/internal/container"
 	"github.com/corral-sh/corral/internal/proc"
+	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
@@ -132,6 +134,11 @@ func withModeAdvice(plan *stage.Plan, s *stage.SetupError) *stage.SetupError {
 // process writes its id maps, and names the first step that fails. It
 // returns "" when every step works.
 func DiagnoseUserns() (string, error) {
+	// Before any write: through another namespace's /proc, the child's
+	// pid names some other process.
+	if err := procForIDMaps("/proc"); err != nil {
+		return idMapsStep, err
+	}
 	sys := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER, Pdeathsig: syscall.SIGKILL}
 	pid, link, err := stage.Spawn(stage.ProbeArg0, stage.MsgProbeStart, stage.ProbeStart{Step: "hold"}, syscall.ProcAttr{Sys: sys, Env: []string{}}, stage.Inherited())
 	if err != nil {
@@ -170,6 +177,62 @@ func DiagnoseUserns() (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// idMapsStep is the step a /proc unfit for id maps fails.
+const idMapsStep = "write a new user namespace's id maps through /proc"
+
+// unfitProc is why /proc cannot carry a child's id maps, and the fix.
+type unfitProc struct{ why, fix string }
+
+func (u *unfitProc) Error() string { return u.why }
+
+// procForIDMaps checks, before a clone with CLONE_NEWUSER, that this
+// process can write the child's id maps through /proc: Go's ForkExec, like
+// DiagnoseUserns, writes /proc/PID/uid_map with the child's pid as this
+// process knows it. A /proc of another PID namespace (unshare --pid --fork
+// without --mount-proc) shows some other process under that pid, or none;
+// a read-only one (bwrap's --ro-bind / / after its --proc /proc) refuses
+// the write with EROFS. Either is the environment refusing a user
+// namespace, as a security policy would: a *unfitProc, else nil. dir is
+// where /proc is (a test passes another directory).
+func procForIDMaps(dir string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil || st.Type != unix.PROC_SUPER_MAGIC {
+		return &unfitProc{"no proc filesystem is mounted at /proc", "mount one (mount -t proc proc /proc; bwrap --proc /proc)"}
+	}
+	var whys []string
+	if st.Flags&unix.ST_RDONLY != 0 {
+		whys = append(whys, "/proc is mounted read-only here")
+	}
+	foreign := false
+	switch self, err := os.Readlink(filepath.Join(dir, "self")); {
+	case err != nil:
+		foreign = true
+		whys = append(whys, "/proc belongs to another PID namespace, one where corral does not appear (/proc/self: "+setuperr.Describe(err)+")")
+	case self != strconv.Itoa(os.Getpid()):
+		foreign = true
+		whys = append(whys, fmt.Sprintf("/proc belongs to another PID namespace (it shows corral as pid %s, corral is pid %d in its own)", self, os.Getpid()))
+	}
+	if len(whys) == 0 {
+		return nil
+	}
+	fix := "mount a writable proc, e.g. bwrap's --proc /proc after --ro-bind / /, not before it"
+	if foreign {
+		fix = "mount a /proc of corral's own PID namespace (unshare --pid --fork --mount-proc; bwrap --proc /proc after --ro-bind / /)"
+	}
+	return &unfitProc{strings.Join(whys, ", and "), fix}
+}
+
+// CheckProc is procForIDMaps for a launch: nil, or why pidns mode cannot
+// make a user namespace here, as an *UnavailableError (auto falls back;
+// an explicit --mode pidns is a 125 that names it).
+func CheckProc(plan *stage.Plan) error {
+	err := procForIDMaps("/proc")
+	if err == nil {
+		return nil
+	}
+	return &UnavailableError{withModeAdvice(plan, &stage.SetupError{Step: idMapsStep, Err: err, Hint: refusalHint(facts{}, idMapsStep, err, 0, true)})}
 }
 
 // facts is what corral can see about its own situation.
@@ -227,7 +290,13 @@ var nsSysctls = []struct {
 
 // refusalHint explains a refused namespace step.
 func refusalHint(f facts, step string, err error, flags uintptr, userns bool) string {
+	var unfit *unfitProc
 	switch {
+	case errors.As(err, &unfit):
+		return unfit.fix
+	case strings.Contains(step, "/proc/PID/") && errors.Is(err, unix.EROFS):
+		// What procForIDMaps did not see: a read-only mount beneath /proc.
+		return "/proc is read-only where corral writes the id maps; mount a writable proc, e.g. bwrap's --proc /proc after --ro-bind / /"
 	case strings.Contains(step, "uid_map") && errors.Is(err, unix.EPERM):
 		if f.uid == 0 && !f.has(capability.CAP_SETFCAP) {
 			return "uid 0 without CAP_SETFCAP cannot map itself into a user namespace (Linux 5.12+), and corral needs one because it lacks CAP_SYS_ADMIN: " +
@@ -288,7 +357,7 @@ func refusalHint(f facts, step string, err error, flags uintptr, userns bool) st
 		if userns {
 			what = "user namespaces are"
 		}
-		return what + " refused, and none of the usual causes is visible here (no seccomp filter, no sysctl that forbids them): a security module (AppArmor, SELinux) or the policy of an enclosing container may"
+		return what + " refused, and none of the usual causes is visible here (no seccomp filter, no sysctl that forbids them): a security module (AppArmor, SELinux) or the policy of an enclosing container may refuse them; the kernel's audit log (dmesg) names a security module's denial"
 	}
 	msg := strings.Join(causes, "; ")
 	if len(fixes) > 0 {
@@ -397,7 +466,7 @@ func probeUserns() Check {
 	switch {
 	case step == "":
 		c.Available = true
-	case strings.HasPrefix(step, "clone("):
+	case strings.HasPrefix(step, "clone("), step == idMapsStep:
 		c.Detail = (&stage.SetupError{Step: step, Err: err, Hint: refusalHint(readFacts(), step, err, unix.CLONE_NEWUSER, true)}).Error()
 	default:
 		f := readFacts()
