@@ -5,6 +5,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"syscall"
@@ -55,6 +56,11 @@ func (h *host) runPidns() (int, error) {
 
 	start := stage.InitStart{Plan: *plan, Terminal: term != nil, Mask: h.Caller.Mask,
 		CgroupOwner: os.Getpid()} // the name an operator sees outside
+	if userns {
+		start.ModeLine = fmt.Sprintf("mode pidns: new user, PID and mount namespaces, uid %d and gid %d mapped to themselves", os.Getuid(), os.Getgid())
+	} else {
+		start.ModeLine = "mode pidns: new PID and mount namespaces (no user namespace: corral holds CAP_SYS_ADMIN)"
+	}
 	pid, link, err := stage.Spawn(stage.InitArg0, stage.MsgInitStart, start, syscall.ProcAttr{Sys: sys}, h.Caller)
 	if err != nil {
 		return exitstatus.Setup, probe.CloneFailure(plan, h.Caller, flags, userns, err)
@@ -79,11 +85,6 @@ func (h *host) runPidns() (int, error) {
 	// that the run does not pin the caller's mount. Not before ready:
 	// --mode auto's fallback runs the runner from here.
 	_ = unix.Chdir("/")
-	if userns {
-		h.Logf("mode pidns: new user, PID and mount namespaces, uid %d and gid %d mapped to themselves", os.Getuid(), os.Getgid())
-	} else {
-		h.Logf("mode pidns: new PID and mount namespaces (no user namespace: corral holds CAP_SYS_ADMIN)")
-	}
 	var broken <-chan error
 	if term != nil { // terminal mode: the init reports the runner's stops (terminal.go)
 		broken = term.followInit(link, pid)

@@ -42,6 +42,7 @@ func Main(newEngine stage.NewEngine) {
 		link.Fail(err)
 		os.Exit(exitstatus.Setup)
 	}
+	p.Logf("%s", start.ModeLine) // the host's words, before the engine's lines
 	said := sayReady(link, sigs, start.Terminal)
 	var jobs reaper.JobControl
 	if start.Terminal {
