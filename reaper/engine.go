@@ -117,6 +117,9 @@ type engine struct {
 	// (a TERM trap starting a helper) lost it, and the program it then
 	// exec'd never saw it.
 	signalled map[procID]string
+	// joined counts the processes a rescan signalled during the grace,
+	// said in one line when it ends.
+	joined int
 
 	graceEnd time.Time
 	nextScan time.Time // zero: no rescan pending

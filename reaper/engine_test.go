@@ -1,6 +1,7 @@
 package reaper
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -172,6 +173,45 @@ func TestEngineSignalsProcessesForkedDuringGrace(t *testing.T) {
 	}
 	if took := time.Since(start); took > 15*time.Second {
 		t.Fatalf("took %v: the helpers the trap started never got SIGTERM", took)
+	}
+}
+
+// During the grace, -v says in one line how many processes that joined the
+// tree got the teardown signal, not one line per rescan: a runner that
+// ignores SIGTERM and forks a sleep every 10 ms.
+func TestEngineSaysJoinedOnceForTheGrace(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	script := `trap "" TERM; touch ` + ready + `; while :; do sleep 0.01; done`
+	go func() {
+		for {
+			if _, err := os.Stat(ready); err == nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		_ = unix.Kill(os.Getpid(), unix.SIGTERM)
+	}()
+	var lines []string
+	logf := func(format string, a ...any) { lines = append(lines, fmt.Sprintf(format, a...)) }
+	res, _ := runEngine(t, Config{Start: shell(script), Grace: 500 * time.Millisecond, Logf: logf})
+	if res.ExitCode != 137 || !res.Escalated {
+		t.Fatalf("res %+v", res)
+	}
+	var joined []string
+	grace := -1
+	for i, l := range lines {
+		if strings.Contains(l, "joined the tree") {
+			joined = append(joined, l)
+		}
+		if strings.HasPrefix(l, "grace over") {
+			grace = i
+		}
+	}
+	if len(joined) != 1 || !strings.Contains(joined[0], "SIGTERM to ") || !strings.Contains(joined[0], "during the grace") {
+		t.Fatalf("want one summary line of the processes that joined, got %q", lines)
+	}
+	if grace < 0 || !strings.Contains(lines[grace-1], "joined the tree") {
+		t.Errorf("the summary does not come right before the escalation: %q", lines)
 	}
 }
 

@@ -44,6 +44,9 @@ func (e *engine) advance() {
 }
 
 func (e *engine) enter(p phase) {
+	if e.phase == phaseTerminating {
+		e.sayJoined() // teardown.go
+	}
 	e.phase = p
 	now := time.Now()
 	switch p {

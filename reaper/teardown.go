@@ -67,8 +67,8 @@ func (e *engine) termRound(now time.Time) (sent int) {
 		}
 		e.blindRound(sig, err)
 	}
-	if sent > 0 && !e.lastScan.IsZero() {
-		e.cfg.Logf("teardown: %s to %s that joined the tree", unix.SignalName(sig), processes(sent))
+	if !e.lastScan.IsZero() {
+		e.joined += sent // said once, when the grace ends (sayJoined)
 	}
 	e.lastScan = now
 	if e.scanStep == 0 {
@@ -81,6 +81,17 @@ func (e *engine) termRound(now time.Time) (sent int) {
 	e.scanStep = min(2*e.scanStep, scanMax)
 	e.reap()
 	return sent
+}
+
+// sayJoined says, once the grace is over, how many processes that joined
+// the tree during it got the teardown signal: one line for the grace, not
+// one per rescan (a runner's loop that forks a sleep ten times a second
+// would otherwise make ten lines a second).
+func (e *engine) sayJoined() {
+	if e.joined > 0 {
+		e.cfg.Logf("teardown: %s to %s that joined the tree during the grace", unix.SignalName(e.teardownSignal()), processes(e.joined))
+		e.joined = 0
+	}
 }
 
 // killRound sends SIGKILL to whatever is left, and schedules the next

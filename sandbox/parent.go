@@ -4,11 +4,13 @@ package sandbox
 // corral's first instruction, and the pidfd becomes readable when that
 // process exits, whichever of its threads forked corral (PR_SET_PDEATHSIG
 // fires when the forking *thread* exits, bubblewrap #692, and would also
-// have to be set on corral by its parent to be race-free). A parent that
-// exited before that instant has handed corral to a reaper: when the
-// reaper is PID 1 of corral's namespace and corral is not PID 1, the
-// parent counts as gone. Adoption by some other subreaper cannot be told
-// from a living parent (documented).
+// have to be set on corral by its parent to be race-free). The parent is
+// whichever process corral finds as its parent then, PID 1 of its
+// namespace included: a container's init (catatonit, tini, docker and
+// podman --init) and bubblewrap's are live parents, watched like any
+// other. A parent that exited before that instant has already handed
+// corral to a reaper, which cannot be told from one of those: that instant
+// is the window README.md documents.
 //
 // The watch costs no OS thread: the pidfd is an os.File in the Go
 // runtime's netpoller, and a goroutine parked on it waits in the epoll the
@@ -35,7 +37,7 @@ import (
 type ParentWatch struct {
 	pid  int      // getppid() at start
 	file *os.File // pidfd on the parent, in the netpoller; nil when gone or err
-	gone bool     // the parent had already exited when corral started
+	gone bool     // the parent had exited by the time its pidfd was opened
 	err  error    // why the parent cannot be watched
 }
 
@@ -50,9 +52,6 @@ func WatchParent() *ParentWatch {
 		return w
 	case w.pid == 0:
 		w.err = errors.New("corral's parent is outside its PID namespace (getppid() is 0), where corral cannot name it")
-		return w
-	case w.pid == 1:
-		w.gone = true // adopted by PID 1: the parent has exited
 		return w
 	}
 	fd, err := unix.PidfdOpen(w.pid, 0)
@@ -119,7 +118,7 @@ func (h *host) watchParent() error {
 		_ = unix.Kill(os.Getpid(), unix.SIGTERM)
 	}
 	if w.gone {
-		cancel("corral's parent exited before corral started (corral was adopted by PID 1)")
+		cancel(fmt.Sprintf("corral's parent (pid %d) exited as corral started", w.pid))
 		return nil
 	}
 	if err := w.pollable(); err != nil {

@@ -5,6 +5,7 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
@@ -40,6 +41,11 @@ func (h *host) runPidns() (int, error) {
 		Pdeathsig: syscall.SIGKILL,
 	}
 	if userns {
+		// Go writes the id maps through /proc: it must be this PID
+		// namespace's, and writable.
+		if err := probe.CheckProc(plan); err != nil {
+			return exitstatus.Setup, err
+		}
 		stage.MapCallerIDs(sys, append(append([]int{}, initCaps...), plan.Privileges.Keep...))
 	}
 	term := openTerminal(h.Proc) // terminal mode (terminal.go)
@@ -55,6 +61,14 @@ func (h *host) runPidns() (int, error) {
 	}
 	start := stage.InitStart{Plan: *plan, Terminal: term != nil, Mask: h.Caller.Mask,
 		CgroupOwner: os.Getpid()} // the name an operator sees outside
+	if userns {
+		start.ModeLine = fmt.Sprintf("mode pidns: new user, PID and mount namespaces, uid %d and gid %d mapped to themselves", os.Getuid(), os.Getgid())
+	} else {
+		start.ModeLine = "mode pidns: new PID and mount namespaces (no user namespace: corral holds CAP_SYS_ADMIN)"
+	}
+	if plan.Isolated() {
+		start.ModeLine += "; network: a network namespace of its own, loopback only" + proxyNote(plan.Net.ProxyAddr)
+	}
 	pid, link, err := stage.Spawn(stage.InitArg0, stage.MsgInitStart, start, syscall.ProcAttr{Sys: sys}, h.Caller)
 	if err != nil {
 		h.net.closePublished()
@@ -86,14 +100,6 @@ func (h *host) runPidns() (int, error) {
 	// that the run does not pin the caller's mount. Not before ready:
 	// --mode auto's fallback runs the runner from here.
 	_ = unix.Chdir("/")
-	if userns {
-		h.Logf("mode pidns: new user, PID and mount namespaces, uid %d and gid %d mapped to themselves", os.Getuid(), os.Getgid())
-	} else {
-		h.Logf("mode pidns: new PID and mount namespaces (no user namespace: corral holds CAP_SYS_ADMIN)")
-	}
-	if plan.Isolated() {
-		h.Logf("network: a network namespace of its own, loopback only%s", proxyNote(plan.Net.ProxyAddr))
-	}
 	var broken <-chan error
 	if term != nil {
 		defer term.restore()

@@ -31,7 +31,7 @@ func probeDieWithParent() Check {
 		c.Detail = w.err.Error()
 	case w.gone:
 		c.Available = true
-		c.Detail = "corral's parent here is PID 1 of its namespace, which corral takes for an exited parent: a run would be cancelled at once"
+		c.Detail = "corral's parent exited as the probe started: a run would be cancelled at once"
 	default:
 		if err := w.pollable(); err != nil {
 			c.Detail = err.Error()
@@ -39,6 +39,10 @@ func probeDieWithParent() Check {
 		}
 		c.Available = true
 		c.Detail = "the parent is watched through a pidfd"
+		if w.pid == 1 {
+			// A container's init (--init, tini, catatonit) or bubblewrap's.
+			c.Detail += "; the parent here is PID 1 of corral's namespace, a live parent like any other"
+		}
 	}
 	return c
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -381,7 +382,10 @@ func TestRootWithoutCapabilities(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, modes[0])
 		ran := e.file("ran")
-		res := e.startCmd(e.noCaps(append([]string{"--mode", "pidns", "--"}, e.helper("exit", "-ready", ran)...))).wait(corralTimeout)
+		// In a pod (by its variable): Kubernetes' words for the fix.
+		cmd := e.noCaps(append([]string{"--mode", "pidns", "--"}, e.helper("exit", "-ready", ran)...))
+		cmd.Env = append(cmd.Env, "KUBERNETES_SERVICE_HOST=10.0.0.1")
+		res := e.startCmd(cmd).wait(corralTimeout)
 		wantCode(t, res, 125)
 		for _, want := range []string{"uid_map", "EPERM", "uid 0 without CAP_SETFCAP cannot map itself", "capabilities.add: [SETFCAP]"} {
 			if !strings.Contains(res.stderr, want) {
@@ -604,28 +608,55 @@ func TestE2BIG(t *testing.T) {
 	}
 }
 
+// procMountJail runs corral as root with Docker's capabilities
+// (CAP_SETFCAP, not CAP_SYS_ADMIN), in a mount namespace where part of
+// /proc is overmounted, no seccomp: the fresh proc mount is refused.
+func procMountJail(e *env, args []string, extraEnv ...string) result {
+	script := `mount --make-rprivate / && mount -t tmpfs -o ro tmpfs /proc/sys && exec setpriv --inh-caps -all --bounding-set -all,+` +
+		strings.Join(dockerCaps, ",+") + ` -- "$@"`
+	cmd := e.command(append([]string{"-c", script, "jail", corralBin}, args...), extraEnv...)
+	cmd.Path, cmd.Args[0] = "/bin/sh", "/bin/sh"
+	cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNS
+	return e.startCmd(cmd).wait(corralTimeout)
+}
+
 // The hint for a refused proc mount fits the caller: root without
-// CAP_SYS_ADMIN is told the real fixes, not "run corral as root".
+// CAP_SYS_ADMIN is told the real fixes, not "run corral as root", in the
+// words of the engine it runs under (Kubernetes here, by its variable).
 func TestProcMountHintFitsTheCaller(t *testing.T) {
 	t.Parallel()
 	requireSetpriv(t)
 	e := newEnv(t, modes[0])
-	// Root with Docker's capabilities (CAP_SETFCAP, not CAP_SYS_ADMIN), in
-	// a mount namespace where part of /proc is overmounted, no seccomp.
-	script := `mount --make-rprivate / && mount -t tmpfs -o ro tmpfs /proc/sys && exec setpriv --inh-caps -all --bounding-set -all,+` +
-		strings.Join(dockerCaps, ",+") + ` -- "$@"`
-	cmd := e.command(append([]string{"-c", script, "jail", corralBin, "--mode", "pidns", "--"}, e.helper("exit")...))
-	cmd.Path, cmd.Args[0] = "/bin/sh", "/bin/sh"
-	cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNS
-	res := e.startCmd(cmd).wait(corralTimeout)
+	res := procMountJail(e, append([]string{"--mode", "pidns", "--"}, e.helper("exit")...), "KUBERNETES_SERVICE_HOST=10.0.0.1")
 	wantCode(t, res, 125)
-	for _, want := range []string{"mount proc", "EPERM", "overmounted", "lacks CAP_SYS_ADMIN", "--cap-add SYS_ADMIN", "systempaths=unconfined", "procMount: Unmasked"} {
+	for _, want := range []string{"mount proc", "EPERM", "overmounted", "lacks CAP_SYS_ADMIN", "capabilities.add: [SYS_ADMIN]", "procMount: Unmasked"} {
 		if !strings.Contains(res.stderr, want) {
 			t.Errorf("stderr lacks %q: %q", want, res.stderr)
 		}
 	}
-	if strings.Contains(res.stderr, "run corral as root") {
-		t.Errorf("tells root to run as root: %q", res.stderr)
+	for _, bad := range []string{"run corral as root", "docker run", "podman run"} {
+		if strings.Contains(res.stderr, bad) {
+			t.Errorf("stderr says %q: %q", bad, res.stderr)
+		}
+	}
+	e.assertGone()
+}
+
+// After auto's fallback from a pidns whose init started and then failed,
+// -v says the cgroup line once, from the engine that runs, after the mode
+// line (issue 20 point 4).
+func TestAutoFallbackSaysCgroupOnce(t *testing.T) {
+	t.Parallel()
+	requireSetpriv(t)
+	e := newEnv(t, modes[0])
+	res := procMountJail(e, append([]string{"-v", "--mode", "auto", "--"}, e.helper("exit", "-code", "3")...))
+	wantCode(t, res, 3)
+	decided := regexp.MustCompile(`corral: cgroup: (not used|the runner's tree goes into)`)
+	if n := len(decided.FindAllString(res.stderr, -1)); n != 1 {
+		t.Errorf("-v says what became of the cgroup %d times, want once: %q", n, res.stderr)
+	}
+	if mode, cg := strings.Index(res.stderr, "mode subreaper: pidns unavailable"), strings.Index(res.stderr, "corral: cgroup:"); mode < 0 || cg < mode {
+		t.Errorf("-v does not say the fallback before the cgroup line: %q", res.stderr)
 	}
 	e.assertGone()
 }

@@ -1308,6 +1308,25 @@ func TestProbeNamesAnUnusableProc(t *testing.T) {
 		e := newEnv(t, bwrapMode)
 		check(t, e.bwrap(t, append(bwrapWrong, corralBin, "probe", "--json")...))
 	})
+	// A run there: auto falls back to subreaper with that cause under -v,
+	// and an explicit --mode pidns is a 125 naming it, not an errno of a
+	// clone that the /proc, not the kernel, made fail.
+	t.Run("bwrap-readonly-proc-run-issue20-p2", func(t *testing.T) {
+		t.Parallel()
+		requireBwrap(t)
+		e := newEnv(t, bwrapMode)
+		res := e.bwrap(t, append(bwrapWrong, corralBin, "-v", "--", "/bin/sh", "-c", "exit 4")...)
+		wantCode(t, res, 4)
+		const fix = "--proc /proc after --ro-bind / /"
+		if !strings.Contains(res.stderr, "mode subreaper") || !cause.MatchString(res.stderr) || !strings.Contains(res.stderr, fix) {
+			t.Errorf("-v does not name the /proc auto fell back for, and its fix: %q", res.stderr)
+		}
+		res = e.bwrap(t, append(bwrapWrong, corralBin, "--mode", "pidns", "--", "/bin/true")...)
+		wantCode(t, res, 125)
+		if !cause.MatchString(res.stderr) || !strings.Contains(res.stderr, fix) || strings.Contains(res.stderr, "are refused") {
+			t.Errorf("--mode pidns: 125 does not name the /proc and its fix: %q", res.stderr)
+		}
+	})
 	// unshare --pid --fork without --mount-proc: /proc is the outer PID
 	// namespace's.
 	t.Run("unshare-foreign-proc-issue20-p2", func(t *testing.T) {

@@ -548,40 +548,59 @@ func TestPolicyDieWithParent(t *testing.T) {
 			waitState(t, state, "exited")
 			wantState(t, readState(t, state), map[string]any{"termination_signal": 15, "phase": "exited"})
 		})
-		for _, tc := range []struct {
-			name   string
-			parent []string // what starts corral and then exits
-		}{
-			// The parent is gone before corral's first instruction.
-			{"parent-gone-before-start", []string{helperBin, "-marker", "", "orphan-exec", "--", corralBin}},
-			// The parent exits right as corral starts, before or after it.
-			{"parent-exits-at-start", []string{"/bin/sh", "-c", `"$@" & exit 0`, "parent", corralBin}},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				e := newEnv(t, m)
-				state := e.file("state.json")
-				runner := e.helper("spawn", "-setsid", "-then", "sleep", "--", "sleep", "-ignore-term")
-				parent := slices.Clone(tc.parent)
-				if parent[0] == helperBin {
-					parent[2] = e.marker
-				}
-				// Under a PID 1 that only reaps: the orphaned corral is
-				// adopted by PID 1 of its namespace, whatever subreaper
-				// runs the tests.
-				reaper := []string{"pidns-reaper"}
-				if m.rootless {
-					reaper = append(reaper, "-userns")
-				}
-				args := append(append(append(reaper, "--"), parent...), e.args(opts(state, "0.5", "--die-with-parent"), runner)...)
-				cmd := e.command(nil)
-				cmd.Path, cmd.Args = helperBin, e.helper(args...)
-				res := e.startCmd(cmd).wait(corralTimeout)
-				wantCode(t, res, 0)
-				e.assertGone()
-				waitState(t, state, "exited")
-				wantState(t, readState(t, state), map[string]any{"termination_signal": 15, "phase": "exited"})
-			})
+		// Under a PID 1 that only reaps (a container's init, bubblewrap's):
+		// each case runs corral beneath it, in namespaces of its own,
+		// whatever subreaper runs the tests.
+		underPID1 := func(e *env, args ...string) result {
+			reaper := []string{"pidns-reaper"}
+			if m.rootless {
+				reaper = append(reaper, "-userns")
+			}
+			cmd := e.command(nil)
+			cmd.Path, cmd.Args = helperBin, e.helper(append(append(reaper, "--"), args...)...)
+			return e.startCmd(cmd).wait(corralTimeout)
 		}
+		// A PID-1 parent is a live parent, watched like any other (issue
+		// 20 point 1: it used to be taken for an exited one, and the run
+		// was cancelled at once).
+		t.Run("pid1-parent-watched", func(t *testing.T) {
+			e := newEnv(t, m)
+			state := e.file("state.json")
+			res := underPID1(e, append([]string{corralBin}, e.args(opts(state, "0.5", "-v", "--die-with-parent"), e.helper("exit", "-code", "3"))...)...)
+			if !strings.Contains(res.stderr, "watching corral's parent, pid 1") {
+				t.Errorf("-v does not say PID 1 is watched: %q", res.stderr)
+			}
+			// pidns-reaper exits 0 once everything beneath it is gone;
+			// the state file says how corral's run ended.
+			wantCode(t, res, 0)
+			e.assertGone()
+			wantState(t, readState(t, state), map[string]any{"termination_signal": nil, "runner_exit_code": 3, "phase": "exited"})
+		})
+		// A parent gone before corral's first instruction left corral to
+		// PID 1, which cannot be told from a PID-1 parent: the documented
+		// window. corral watches PID 1 and the runner ends by itself.
+		t.Run("parent-gone-before-start", func(t *testing.T) {
+			e := newEnv(t, m)
+			state := e.file("state.json")
+			res := underPID1(e, append([]string{helperBin, "-marker", e.marker, "orphan-exec", "--", corralBin},
+				e.args(opts(state, "0.5", "--die-with-parent"), e.helper("exit", "-code", "3"))...)...)
+			wantCode(t, res, 0)
+			e.assertGone()
+			waitState(t, state, "exited")
+			wantState(t, readState(t, state), map[string]any{"termination_signal": nil, "runner_exit_code": 3})
+		})
+		// The parent exits right as corral starts, before or after its
+		// first instruction: cancelled, or watching PID 1 until the runner
+		// ends by itself. Either way nothing is left behind.
+		t.Run("parent-exits-at-start", func(t *testing.T) {
+			e := newEnv(t, m)
+			state := e.file("state.json")
+			runner := e.helper("spawn", "-setsid", "-pause", "1s", "--", "sleep", "-ignore-term")
+			res := underPID1(e, append([]string{"/bin/sh", "-c", `"$@" & exit 0`, "parent", corralBin}, e.args(opts(state, "0.5", "--die-with-parent"), runner)...)...)
+			wantCode(t, res, 0)
+			e.assertGone()
+			waitState(t, state, "exited")
+		})
 	})
 }
 

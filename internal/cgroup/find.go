@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/corral-sh/corral/internal/container"
 	"golang.org/x/sys/unix"
 )
 
@@ -58,7 +59,7 @@ func Find() (*Parent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the caller's cgroup: %w", err)
 	}
-	p, err := locate(mountinfo, self)
+	p, err := locate(mountinfo, self, container.Here())
 	if err != nil {
 		return nil, err
 	}
@@ -70,12 +71,17 @@ func Find() (*Parent, error) {
 
 // locate picks, from the mount table and the caller's /proc/self/cgroup,
 // the cgroup2 mount that shows the caller's cgroup and names its directory.
-func locate(mountinfo, procCgroup []byte) (*Parent, error) {
+// engine is the container engine corral runs under: inside its container a
+// cgroup2 mount is the engine's to give, not a command to run there.
+func locate(mountinfo, procCgroup []byte, engine container.Engine) (*Parent, error) {
 	path, found, err := parseProcCgroup(procCgroup)
 	if err != nil {
 		return nil, err
 	}
 	if !found {
+		if engine.Known() {
+			return nil, unavailable("the caller is in no cgroup v2 hierarchy (cgroup v1 only), and inside a %s container only the engine can give it one: run the container on a host booted with systemd.unified_cgroup_hierarchy=1", engine)
+		}
 		return nil, unavailable("the caller is in no cgroup v2 hierarchy (cgroup v1 only); mount one (mount -t cgroup2 none /sys/fs/cgroup/unified) or boot with systemd.unified_cgroup_hierarchy=1")
 	}
 	mounts, err := parseMountinfo(mountinfo)
@@ -104,6 +110,8 @@ func locate(mountinfo, procCgroup []byte) (*Parent, error) {
 	switch {
 	case readOnly != nil:
 		return nil, unavailable("cgroup v2 at %s is mounted read-only (usual in a container); give corral a writable cgroup (a container with its own writable cgroup namespace, or a privileged one)", readOnly.Mount)
+	case len(seen) == 0 && engine.Known():
+		return nil, unavailable("cgroup v2 is not mounted in this %s container (no cgroup2 line in /proc/self/mountinfo), and only the engine can mount one there: run the container on a host booted with systemd.unified_cgroup_hierarchy=1, privileged for a writable one", engine)
 	case len(seen) == 0:
 		return nil, unavailable("cgroup v2 is not mounted (no cgroup2 line in /proc/self/mountinfo); mount it (mount -t cgroup2 none /sys/fs/cgroup/unified) to let corral use it")
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/corral-sh/corral/internal/container"
 )
 
 // This machine's hybrid layout, as /proc/self/mountinfo shows it.
@@ -200,7 +202,7 @@ func TestLocate(t *testing.T) {
 			cgroup: hybridCgroup, unavailable: "not mounted"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := locate([]byte(tt.mountinfo), []byte(tt.cgroup))
+			p, err := locate([]byte(tt.mountinfo), []byte(tt.cgroup), container.Unknown)
 			if tt.unavailable != "" {
 				if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), tt.unavailable) {
 					t.Fatalf("locate = %+v, %v; want ErrUnavailable saying %q", p, err, tt.unavailable)
@@ -217,6 +219,22 @@ func TestLocate(t *testing.T) {
 	}
 }
 
+// Inside a container the engine's, not a mount command to run there, is
+// the fix for a missing cgroup v2 (issue 20 point 5); outside, the mount.
+func TestLocateHintFitsTheContainer(t *testing.T) {
+	v1 := "39 31 0:36 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n"
+	for _, cgroup := range []string{hybridCgroup, "8:pids:/\n"} {
+		_, err := locate([]byte(v1), []byte(cgroup), container.Podman)
+		if !errors.Is(err, ErrUnavailable) || strings.Contains(err.Error(), "mount -t cgroup2") || !strings.Contains(err.Error(), "podman container") {
+			t.Errorf("inside podman, %q: %v", cgroup, err)
+		}
+		_, err = locate([]byte(v1), []byte(cgroup), container.Unknown)
+		if !strings.Contains(fmt.Sprint(err), "mount -t cgroup2") {
+			t.Errorf("no engine, %q: want the mount command: %v", cgroup, err)
+		}
+	}
+}
+
 // FuzzLocate feeds hostile mount tables and cgroup files to the parsers.
 // Invariants: no panic; a malformed file is errMalformed; whatever locate
 // accepts names a clean absolute directory at or below a cgroup2 mount
@@ -226,7 +244,7 @@ func FuzzLocate(f *testing.F) {
 	f.Add([]byte("700 600 0:26 /docker/abc /sys/fs/cgroup rw - cgroup2 cgroup rw\n"), []byte("0::/docker/abc/x\n"), "/x\ty")
 	f.Add([]byte(`1 0 0:26 / /a\040b rw - cgroup2 cgroup2 rw`), []byte("0::/../x\n0::/\n"), `/\134`)
 	f.Fuzz(func(t *testing.T, mountinfo, cgroup []byte, point string) {
-		p, err := locate(mountinfo, cgroup)
+		p, err := locate(mountinfo, cgroup, container.Unknown)
 		switch {
 		case err == nil:
 			if !filepath.IsAbs(p.Dir) || filepath.Clean(p.Dir) != p.Dir {

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/corral-sh/corral/internal/container"
 	"github.com/corral-sh/corral/internal/proc"
+	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
@@ -131,6 +134,11 @@ func withModeAdvice(plan *stage.Plan, s *stage.SetupError) *stage.SetupError {
 // process writes its id maps, and names the first step that fails. It
 // returns "" when every step works.
 func DiagnoseUserns() (string, error) {
+	// Before any write: through another namespace's /proc, the child's
+	// pid names some other process.
+	if err := procForIDMaps("/proc"); err != nil {
+		return idMapsStep, err
+	}
 	sys := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER, Pdeathsig: syscall.SIGKILL}
 	pid, link, err := stage.Spawn(stage.ProbeArg0, stage.MsgProbeStart, stage.ProbeStart{Step: "hold"}, syscall.ProcAttr{Sys: sys, Env: []string{}}, stage.Inherited())
 	if err != nil {
@@ -171,6 +179,62 @@ func DiagnoseUserns() (string, error) {
 	return "", nil
 }
 
+// idMapsStep is the step a /proc unfit for id maps fails.
+const idMapsStep = "write a new user namespace's id maps through /proc"
+
+// unfitProc is why /proc cannot carry a child's id maps, and the fix.
+type unfitProc struct{ why, fix string }
+
+func (u *unfitProc) Error() string { return u.why }
+
+// procForIDMaps checks, before a clone with CLONE_NEWUSER, that this
+// process can write the child's id maps through /proc: Go's ForkExec, like
+// DiagnoseUserns, writes /proc/PID/uid_map with the child's pid as this
+// process knows it. A /proc of another PID namespace (unshare --pid --fork
+// without --mount-proc) shows some other process under that pid, or none;
+// a read-only one (bwrap's --ro-bind / / after its --proc /proc) refuses
+// the write with EROFS. Either is the environment refusing a user
+// namespace, as a security policy would: a *unfitProc, else nil. dir is
+// where /proc is (a test passes another directory).
+func procForIDMaps(dir string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil || st.Type != unix.PROC_SUPER_MAGIC {
+		return &unfitProc{"no proc filesystem is mounted at /proc", "mount one (mount -t proc proc /proc; bwrap --proc /proc)"}
+	}
+	var whys []string
+	if st.Flags&unix.ST_RDONLY != 0 {
+		whys = append(whys, "/proc is mounted read-only here")
+	}
+	foreign := false
+	switch self, err := os.Readlink(filepath.Join(dir, "self")); {
+	case err != nil:
+		foreign = true
+		whys = append(whys, "/proc belongs to another PID namespace, one where corral does not appear (/proc/self: "+setuperr.Describe(err)+")")
+	case self != strconv.Itoa(os.Getpid()):
+		foreign = true
+		whys = append(whys, fmt.Sprintf("/proc belongs to another PID namespace (it shows corral as pid %s, corral is pid %d in its own)", self, os.Getpid()))
+	}
+	if len(whys) == 0 {
+		return nil
+	}
+	fix := "mount a writable proc, e.g. bwrap's --proc /proc after --ro-bind / /, not before it"
+	if foreign {
+		fix = "mount a /proc of corral's own PID namespace (unshare --pid --fork --mount-proc; bwrap --proc /proc after --ro-bind / /)"
+	}
+	return &unfitProc{strings.Join(whys, ", and "), fix}
+}
+
+// CheckProc is procForIDMaps for a launch: nil, or why pidns mode cannot
+// make a user namespace here, as an *UnavailableError (auto falls back;
+// an explicit --mode pidns is a 125 that names it).
+func CheckProc(plan *stage.Plan) error {
+	err := procForIDMaps("/proc")
+	if err == nil {
+		return nil
+	}
+	return &UnavailableError{withModeAdvice(plan, &stage.SetupError{Step: idMapsStep, Err: err, Hint: refusalHint(facts{}, idMapsStep, err, 0, true)})}
+}
+
 // facts is what corral can see about its own situation.
 type facts struct {
 	uid        int
@@ -178,6 +242,7 @@ type facts struct {
 	seccomp    string // "Seccomp:" of /proc/self/status: 0 none, 1 strict, 2 filter; "" unknown
 	noNewPrivs string // "NoNewPrivs:"
 	sysctls    map[string]string
+	engine     container.Engine // whose words a fix is given in
 }
 
 // sysctls whose existence and value explain a refusal; only the ones this
@@ -190,7 +255,7 @@ var explainingSysctls = []string{
 }
 
 func readFacts() facts {
-	f := facts{uid: os.Getuid(), sysctls: map[string]string{}}
+	f := facts{uid: os.Getuid(), sysctls: map[string]string{}, engine: container.Here()}
 	f.caps, _ = stage.EffectiveCaps()
 	if status, err := proc.ReadStatus("/proc/self/status"); err == nil {
 		f.seccomp, f.noNewPrivs = status["Seccomp"], status["NoNewPrivs"]
@@ -225,11 +290,17 @@ var nsSysctls = []struct {
 
 // refusalHint explains a refused namespace step.
 func refusalHint(f facts, step string, err error, flags uintptr, userns bool) string {
+	var unfit *unfitProc
 	switch {
+	case errors.As(err, &unfit):
+		return unfit.fix
+	case strings.Contains(step, "/proc/PID/") && errors.Is(err, unix.EROFS):
+		// What procForIDMaps did not see: a read-only mount beneath /proc.
+		return "/proc is read-only where corral writes the id maps; mount a writable proc, e.g. bwrap's --proc /proc after --ro-bind / /"
 	case strings.Contains(step, "uid_map") && errors.Is(err, unix.EPERM):
 		if f.uid == 0 && !f.has(capability.CAP_SETFCAP) {
 			return "uid 0 without CAP_SETFCAP cannot map itself into a user namespace (Linux 5.12+), and corral needs one because it lacks CAP_SYS_ADMIN: " +
-				"add CAP_SETFCAP (Kubernetes capabilities.add: [SETFCAP], docker run --cap-add SETFCAP) or CAP_SYS_ADMIN, or run corral as a non-zero uid (Kubernetes runAsUser)"
+				"add CAP_SETFCAP (" + f.engine.CapAdd("SETFCAP") + ") or CAP_SYS_ADMIN, or run corral as a non-zero uid (" + f.engine.User() + ")"
 		}
 		return fmt.Sprintf("the kernel refused to map uid %d to itself: a security module (AppArmor, SELinux) may forbid it", f.uid)
 	case strings.Contains(step, "setgroups"), strings.Contains(step, "gid_map"):
@@ -264,7 +335,7 @@ func refusalHint(f facts, step string, err error, flags uintptr, userns bool) st
 			cause += ", as the default profiles of Docker, containerd and Kubernetes (RuntimeDefault) do for a process without CAP_SYS_ADMIN"
 		}
 		causes = append(causes, cause)
-		fixes = append(fixes, "a profile that allows them (docker run --security-opt seccomp=unconfined; Kubernetes seccompProfile: Unconfined or a Localhost profile)")
+		fixes = append(fixes, "a profile that allows them ("+f.engine.SeccompUnconfined()+")")
 	}
 	if userns {
 		if f.sysctls["kernel.unprivileged_userns_clone"] == "0" && f.uid != 0 {
@@ -276,7 +347,7 @@ func refusalHint(f facts, step string, err error, flags uintptr, userns bool) st
 			fixes = append(fixes, "an AppArmor profile for corral that allows userns, or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
 		}
 		if f.uid == 0 && !f.has(capability.CAP_SYS_ADMIN) {
-			fixes = append(fixes, "give corral CAP_SYS_ADMIN so it needs no user namespace (docker run --cap-add SYS_ADMIN; Kubernetes capabilities.add: [SYS_ADMIN])")
+			fixes = append(fixes, "give corral CAP_SYS_ADMIN so it needs no user namespace ("+f.engine.CapAdd("SYS_ADMIN")+")")
 		}
 	} else if !f.has(capability.CAP_SYS_ADMIN) {
 		causes = append(causes, "creating namespaces without a user namespace needs CAP_SYS_ADMIN, which corral lacks")
@@ -286,7 +357,7 @@ func refusalHint(f facts, step string, err error, flags uintptr, userns bool) st
 		if userns {
 			what = "user namespaces are"
 		}
-		return what + " refused, and none of the usual causes is visible here (no seccomp filter, no sysctl that forbids them): a security module (AppArmor, SELinux) or the policy of an enclosing container may"
+		return what + " refused, and none of the usual causes is visible here (no seccomp filter, no sysctl that forbids them): a security module (AppArmor, SELinux) or the policy of an enclosing container may refuse them; the kernel's audit log (dmesg) names a security module's denial"
 	}
 	msg := strings.Join(causes, "; ")
 	if len(fixes) > 0 {
@@ -298,11 +369,11 @@ func refusalHint(f facts, step string, err error, flags uintptr, userns bool) st
 // procMountHint explains a refused fresh proc mount.
 func procMountHint(f facts) string {
 	msg := "parts of /proc are overmounted (container runtimes mask /proc/kcore, /proc/sys and friends), and the kernel then refuses a fresh proc mount to a user namespace"
-	fix := "unmask /proc (docker run --security-opt systempaths=unconfined; Kubernetes securityContext.procMount: Unmasked)"
+	fix := "unmask /proc (" + f.engine.Unmask() + ")"
 	switch {
 	case f.uid == 0 && !f.has(capability.CAP_SYS_ADMIN):
 		msg += "; corral is uid 0 but lacks CAP_SYS_ADMIN, so it needed one"
-		fix = "add CAP_SYS_ADMIN (docker run --cap-add SYS_ADMIN; Kubernetes capabilities.add: [SYS_ADMIN]), or " + fix
+		fix = "add CAP_SYS_ADMIN (" + f.engine.CapAdd("SYS_ADMIN") + "), or " + fix
 	case f.uid != 0:
 		fix += ", or run corral as root with CAP_SYS_ADMIN"
 	}
@@ -317,7 +388,7 @@ func resourceHint(err error, env, argv []string, caller stage.Caller) string {
 	case errors.Is(err, unix.EMFILE):
 		var rl unix.Rlimit
 		_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &rl)
-		return fmt.Sprintf("corral has reached its open-file limit (RLIMIT_NOFILE %s, hard %s): raise it (ulimit -n; docker run --ulimit nofile=N:N)", stage.RlimitValue(rl.Cur), stage.RlimitValue(rl.Max))
+		return fmt.Sprintf("corral has reached its open-file limit (RLIMIT_NOFILE %s, hard %s): raise it (ulimit -n; %s)", stage.RlimitValue(rl.Cur), stage.RlimitValue(rl.Max), container.Here().Ulimit("nofile"))
 	case errors.Is(err, unix.EBADF) && len(caller.FDs) > 0:
 		// stage.Files puts a stage's socket above the caller's highest
 		// descriptor, which must stay below the limit.
@@ -395,7 +466,7 @@ func probeUserns() Check {
 	switch {
 	case step == "":
 		c.Available = true
-	case strings.HasPrefix(step, "clone("):
+	case strings.HasPrefix(step, "clone("), step == idMapsStep:
 		c.Detail = (&stage.SetupError{Step: step, Err: err, Hint: refusalHint(readFacts(), step, err, unix.CLONE_NEWUSER, true)}).Error()
 	default:
 		f := readFacts()

@@ -2,11 +2,12 @@ package probe
 
 import (
 	"errors"
-	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/corral-sh/corral/internal/container"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
 )
@@ -92,9 +93,27 @@ func TestRefusalHintFromWhatCorralSees(t *testing.T) {
 			step: "clone(CLONE_NEWUSER)", err: unix.EPERM, flags: nsFlags, userns: true,
 			want: []string{"--cap-add SYS_ADMIN", "RuntimeDefault"},
 		},
+		{
+			name: "a read-only /proc is the cause, not refused user namespaces",
+			f:    facts{uid: 65534, seccomp: "0", sysctls: map[string]string{}},
+			step: `map uid 65534 to itself (write "65534 65534 1" to /proc/PID/uid_map)`, err: unix.EROFS, flags: unix.CLONE_NEWUSER, userns: true,
+			want: []string{"/proc is read-only", "--proc /proc after --ro-bind / /"},
+			not:  []string{"are refused", "security module"},
+		},
+		{
+			name: "a /proc unfit for id maps gives its own fix",
+			f:    facts{uid: 65534, sysctls: map[string]string{}},
+			step: idMapsStep, err: &unfitProc{"/proc belongs to another PID namespace", "mount a /proc of corral's own PID namespace (--mount-proc)"}, flags: nsFlags, userns: true,
+			want: []string{"--mount-proc"},
+			not:  []string{"are refused"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := refusalHint(tc.f, tc.step, tc.err, tc.flags, tc.userns)
+			// Every hint is a whole sentence (issue 20 point 2 ended in "may").
+			if strings.HasSuffix(got, " may") || strings.HasSuffix(got, ":") {
+				t.Errorf("hint stops mid-sentence: %q", got)
+			}
 			for _, w := range tc.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("hint lacks %q: %q", w, got)
@@ -118,6 +137,16 @@ func TestProcMountHintFitsTheCaller(t *testing.T) {
 	}
 	if strings.Contains(root, "run corral as root") {
 		t.Errorf("tells root to run as root: %q", root)
+	}
+	// Inside podman, podman's words alone (issue 20 point 5).
+	podman := procMountHint(facts{uid: 0, engine: container.Podman})
+	for _, w := range []string{"podman run --cap-add SYS_ADMIN", "podman run --security-opt unmask=ALL"} {
+		if !strings.Contains(podman, w) {
+			t.Errorf("podman hint lacks %q: %q", w, podman)
+		}
+	}
+	if strings.Contains(podman, "docker") || strings.Contains(podman, "systempaths") {
+		t.Errorf("podman hint speaks Docker: %q", podman)
 	}
 	user := procMountHint(facts{uid: 1000})
 	if !strings.Contains(user, "as root with CAP_SYS_ADMIN") || !strings.Contains(user, "procMount: Unmasked") {
@@ -189,5 +218,22 @@ func TestInitFailure(t *testing.T) {
 	}
 	if got := InitFailure(nil, 2); !strings.Contains(got.Error(), "status 2 before it was ready") {
 		t.Errorf("InitFailure(nil, 2) = %v", got)
+	}
+}
+
+// The /proc this test runs under is its own PID namespace's and writable
+// (the integration tests make the other kinds: test/engine_test.go's
+// TestProbeNamesAnUnusableProc); a directory that is not a proc mount is
+// unfit, and says how to mount one.
+func TestProcForIDMaps(t *testing.T) {
+	if err := procForIDMaps("/proc"); err != nil {
+		t.Fatalf("this test's own /proc: %v", err)
+	}
+	if err := CheckProc(&stage.Plan{Mode: stage.ModeAuto}); err != nil {
+		t.Fatalf("CheckProc: %v", err)
+	}
+	var unfit *unfitProc
+	if err := procForIDMaps(t.TempDir()); !errors.As(err, &unfit) || !strings.Contains(unfit.fix, "mount -t proc") {
+		t.Errorf("a directory that is not a proc mount: %v", err)
 	}
 }

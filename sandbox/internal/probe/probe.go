@@ -84,6 +84,9 @@ func Run(dieWithParent func() Check) Report {
 func probeChild(name string, flags uintptr, mapIDs bool, spec stage.ProbeStart) Check {
 	sys := &syscall.SysProcAttr{Cloneflags: flags, Pdeathsig: syscall.SIGKILL}
 	if mapIDs {
+		if err := CheckProc(nil); err != nil { // diagnose.go
+			return Check{Name: name, Detail: err.Error()}
+		}
 		stage.MapCallerIDs(sys, []int{int(capability.CAP_SYS_ADMIN)})
 	}
 	caller := stage.Inherited()

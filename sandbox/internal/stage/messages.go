@@ -161,6 +161,11 @@ type InitStart struct {
 	// side's, the name an operator sees outside.
 	CgroupOwner int
 	Mask        unix.Sigset_t // the caller's signal mask, for the runner
+	// ModeLine is -v's line naming the mode, in the host side's words: the
+	// init says it once its namespaces are set up, so that it comes before
+	// every line of the engine's (the runner's pid among them), which the
+	// host side, told only "ready", could not promise.
+	ModeLine string
 }
 
 // ExecStart is what the exec stage needs to become the runner.

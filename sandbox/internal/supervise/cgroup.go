@@ -18,6 +18,7 @@ package supervise
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/corral-sh/corral/internal/cgroup"
 	"golang.org/x/sys/unix"
@@ -29,7 +30,10 @@ const minNOFILE = 64
 // openCgroup makes the run's cgroup, before the runner starts, while
 // descriptors are plentiful. Where none can be used, the /proc walk
 // stays: the usual reasons (rootless without delegation, a container's
-// read-only mount) are said under -v, anything unexpected on stderr.
+// read-only mount) are said under -v, anything unexpected on stderr, by
+// sayCgroup as the runner starts: a pidns init whose namespaces then fail
+// says nothing, so after auto's fallback the line is said once, by the
+// engine that runs.
 func (e *Engine) openCgroup() {
 	defer close(e.made)
 	var rl unix.Rlimit
@@ -37,7 +41,7 @@ func (e *Engine) openCgroup() {
 		// The cgroup holds four descriptors for the whole run: under a
 		// limit this low they would be the ones the start then lacks,
 		// and a run that works without the cgroup must not fail with it.
-		e.p.Logf("cgroup: not used: RLIMIT_NOFILE %d leaves no room for its descriptors (%d or more does); teardown walks /proc", rl.Cur, minNOFILE)
+		e.note = fmt.Sprintf("cgroup: not used: RLIMIT_NOFILE %d leaves no room for its descriptors (%d or more does); teardown walks /proc", rl.Cur, minNOFILE)
 		return
 	}
 	p, err := cgroup.Find()
@@ -47,11 +51,23 @@ func (e *Engine) openCgroup() {
 	}
 	switch {
 	case err == nil:
-		e.p.Logf("cgroup: the runner's tree goes into %s; teardown's SIGKILL is its cgroup.kill", e.cgroup.Path())
+		e.note = fmt.Sprintf("cgroup: the runner's tree goes into %s; teardown's SIGKILL is its cgroup.kill", e.cgroup.Path())
 	case errors.Is(err, cgroup.ErrUnavailable):
-		e.p.Logf("cgroup: not used: %v; teardown walks /proc", err)
+		e.note = fmt.Sprintf("cgroup: not used: %v; teardown walks /proc", err)
 	default:
-		e.p.Warnf("cgroup: %v; teardown walks /proc instead", err)
+		e.note, e.warn = fmt.Sprintf("cgroup: %v; teardown walks /proc instead", err), true
+	}
+}
+
+// sayCgroup says what openCgroup decided, once the engine starts the
+// runner.
+func (e *Engine) sayCgroup() {
+	e.awaitCgroup()
+	switch {
+	case e.warn:
+		e.p.Warnf("%s", e.note)
+	case e.note != "":
+		e.p.Logf("%s", e.note)
 	}
 }
 

@@ -28,6 +28,8 @@ type Engine struct {
 	// read only after it.
 	cgroup *cgroup.Cgroup
 	made   chan struct{}
+	note   string // what -v says of it (sayCgroup); written before made closes
+	warn   bool   // note is said whatever -v says
 }
 
 // New makes the engine of a run and starts making its cgroup beside the
@@ -47,8 +49,18 @@ func (e *Engine) Prepare(terminal bool) {
 	}
 }
 
-// Abandon removes the cgroup of a run whose setup failed before Run.
-func (e *Engine) Abandon() { e.removeCgroup() }
+// Abandon removes the cgroup of a run whose setup failed before Run,
+// quietly: -v never said it was made (sayCgroup), and after auto's
+// fallback the engine that runs says its own.
+func (e *Engine) Abandon() {
+	e.awaitCgroup()
+	if c := e.cgroup; c != nil {
+		e.cgroup = nil
+		if err := c.Remove(); err != nil {
+			e.p.Warnf("cgroup: %v", err)
+		}
+	}
+}
 
 // Run runs the reaper engine in this process until the tree is gone.
 // Prepare must have been called.
@@ -87,6 +99,7 @@ func (e *Engine) Run(jobs reaper.JobControl, ownsNamespace bool) (int, error) {
 // to it afterwards; the state file's directory is held open from Run's
 // start.
 func (e *Engine) start() (int, error) {
+	e.sayCgroup() // cgroup.go
 	pid, err := e.starter.Start(e)
 	_ = unix.Chdir("/")
 	return pid, err
