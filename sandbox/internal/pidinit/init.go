@@ -42,7 +42,7 @@ func Main(newEngine stage.NewEngine) {
 		link.Fail(err)
 		os.Exit(exitstatus.Setup)
 	}
-	p.Logf("%s", start.ModeLine) // the host's words, before the engine's lines
+	p.Logf("%s", start.ModeLine)                          // the host's words, before the engine's lines
 	if err := sendListeners(link, plan.Net); err != nil { // network.go
 		engine.Abandon()
 		link.Fail(err)
