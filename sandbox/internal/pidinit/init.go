@@ -42,8 +42,10 @@ func Main(newEngine stage.NewEngine) {
 		link.Fail(err)
 		os.Exit(exitstatus.Setup)
 	}
-	p.Logf("%s", start.ModeLine)                          // the host's words, before the engine's lines
-	if err := sendListeners(link, plan.Net); err != nil { // network.go
+	// The host's words, before the engine's lines.
+	p.Logf("%s", start.ModeLine)
+	// The proxy's and the --host-port listeners, before ready (network.go).
+	if err := sendListeners(link, plan.Net); err != nil {
 		engine.Abandon()
 		link.Fail(err)
 		os.Exit(exitstatus.Setup)
