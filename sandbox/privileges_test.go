@@ -77,7 +77,7 @@ func TestPlanCrossesWithoutTheWriter(t *testing.T) {
 	if err := wire.Unmarshal(data, &back); err != nil || back.Plan.Path != "/x" || back.Plan.Args[1] != "\xff" || back.Plan.Mode != ModeAuto {
 		t.Errorf("the plan did not cross whole: %#v, %v", back.Plan, err)
 	}
-	if _, err := (&Options{Mode: ModeSubreaper, Namespaces: Namespaces{Net: true}}).plan(); err == nil {
+	if _, err := (&Options{Mode: ModeSubreaper, Namespaces: Namespaces{IPC: true}}).plan(); err == nil {
 		t.Error("subreaper mode with a namespace was planned")
 	}
 }

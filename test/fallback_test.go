@@ -7,6 +7,7 @@ package test
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -150,13 +151,45 @@ func TestAutoWithNamespaceRequestDoesNotFallBack(t *testing.T) {
 	e := newEnv(t, modes[0])
 	ran := e.file("ran")
 	runner := e.helper("exit", "-ready", ran, "-code", "0")
-	res := e.startCmd(e.jailed(j, append([]string{"--mode", "auto", "--net", "none", "--"}, runner...))).wait(corralTimeout)
+	config := e.writeConfig("config.json", map[string]any{"linux": map[string]any{"namespaces": namespaces("pid", "mount", "ipc")}})
+	res := e.startCmd(e.jailed(j, append([]string{"--mode", "auto", "--config", config, "--"}, runner...))).wait(corralTimeout)
 	wantCode(t, res, 125)
 	if !strings.Contains(res.stderr, "ENOSPC") {
 		t.Errorf("stderr does not name the reason: %q", res.stderr)
 	}
 	assertNotExist(t, ran)
 	e.assertGone()
+}
+
+// The network policy is no such request: where the kernel refuses a
+// namespace step, auto falls back to subreaper mode's enforcement of it
+// (the socket filter), and the runner runs without the network.
+func TestAutoWithNetNoneFallsBackToTheSocketFilter(t *testing.T) {
+	t.Parallel()
+	requireSetpriv(t)
+	for _, j := range jails {
+		t.Run(j.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, modes[0])
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { ln.Close() })
+			res := e.startCmd(e.jailed(j, []string{"--mode", "auto", "-v", "--net", "none", "--",
+				netprobe(t), "-marker", e.marker, "-dial", ln.Addr().String()})).wait(corralTimeout)
+			wantCode(t, res, 0)
+			for _, want := range []string{"mode subreaper", "network: seccomp socket filter"} {
+				if !strings.Contains(res.stderr, want) {
+					t.Errorf("stderr lacks %q: %q", want, res.stderr)
+				}
+			}
+			if !strings.Contains(res.stdout, "\ndial=error: socket: EACCES") {
+				t.Errorf("the runner reached the host's loopback: %q", res.stdout)
+			}
+			e.assertGone()
+		})
+	}
 }
 
 // assertNotExist fails the test if path exists: proof that a runner never ran.
