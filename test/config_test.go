@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -198,30 +197,13 @@ func TestConfigAndFlagRlimitsReachRunner(t *testing.T) {
 	})
 }
 
-var (
-	netprobeOnce sync.Once
-	netprobeBin  string
-	netprobeErr  error
-)
+// netprobeBin is test/netprobe, built with the other test binaries
+// (TestMain).
+var netprobeBin string
 
-// netprobe builds test/netprobe once, beside the other test binaries.
+// netprobe is test/netprobe's path.
 func netprobe(t *testing.T) string {
 	t.Helper()
-	netprobeOnce.Do(func() {
-		out := filepath.Join(baseDir, "netprobe")
-		cmd := exec.Command("go", "build", "-o", out, "./test/netprobe")
-		cmd.Dir = ".."
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			netprobeErr = fmt.Errorf("building test/netprobe: %v\n%s", err, msg)
-			return
-		}
-		netprobeErr = os.Chmod(out, 0o755)
-		netprobeBin = out
-	})
-	if netprobeErr != nil {
-		t.Fatal(netprobeErr)
-	}
 	return netprobeBin
 }
 

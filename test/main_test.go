@@ -166,8 +166,11 @@ func testMain(m *testing.M) int {
 	}
 	corralBin = filepath.Join(dir, "corral")
 	helperBin = filepath.Join(dir, "helper")
+	netprobeBin = filepath.Join(dir, "netprobe")
 	baseDir = dir
-	builds := []struct{ out, pkg string }{{corralBin, "./cmd/corral"}, {helperBin, "./test/helper"}}
+	// Every binary the tests drive, built once here: corral first, so a
+	// prebuilt one can stand in for it.
+	builds := []struct{ out, pkg string }{{corralBin, "./cmd/corral"}, {helperBin, "./test/helper"}, {netprobeBin, "./test/netprobe"}}
 	if prebuilt := os.Getenv("CORRAL_TEST_BINARY"); prebuilt != "" {
 		// Test a given binary instead of building ./cmd/corral.
 		data, err := os.ReadFile(prebuilt)
