@@ -288,6 +288,30 @@ func TestFindHere(t *testing.T) {
 	}
 }
 
+// The short way (the usual mount, no mount table) names the same
+// directory as the mount table does.
+func TestUsualPlaceAgreesWithMountTable(t *testing.T) {
+	self, err := readFile("/proc/self/cgroup", 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mountinfo, err := readFile("/proc/self/mountinfo", 8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := atUsualPlace(self)
+	if got == nil {
+		t.Skip("no writable cgroup2 root at " + strings.Join(usualMounts, " or ") + " in the initial cgroup namespace here: Find reads the mount table")
+	}
+	want, err := locate(mountinfo, self)
+	if err != nil {
+		t.Fatalf("the usual place gave %+v; the mount table: %v", got, err)
+	}
+	if *got != *want {
+		t.Fatalf("the usual place gave %+v; the mount table %+v", got, want)
+	}
+}
+
 // TestContainment is the case: a runner started straight into its
 // cgroup, a double-forked setsid grandchild that cannot leave it, one
 // Kill for all, populated turning false, the directory gone.
