@@ -97,7 +97,7 @@ func parseFDs(t *testing.T, out string) map[int]fileID {
 
 // fds 3-6 and 9 (7 and 8 closed) reach the runner as the same open files at
 // the same numbers, and corral adds none of its own: its stage socket sits
-// above 9 and is gone before the runner runs.
+// in the gap at 7 or above 9 and is gone before the runner runs.
 func TestInheritedFDsKeepTheirNumbers(t *testing.T) {
 	forEachModeAndPath(t, func(t *testing.T, m mode, pathOpts []string) {
 		e := newEnv(t, m)

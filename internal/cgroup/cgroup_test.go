@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/corral-sh/corral/internal/container"
 	"io"
 	"os"
 	"os/exec"
@@ -285,6 +286,30 @@ func TestFindHere(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(p.Dir, "cgroup.procs")); err != nil {
 		t.Fatalf("Find gave dir %s, not a cgroup directory: %v", p.Dir, err)
+	}
+}
+
+// The short way (the usual mount, no mount table) names the same
+// directory as the mount table does.
+func TestUsualPlaceAgreesWithMountTable(t *testing.T) {
+	self, err := readFile("/proc/self/cgroup", 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mountinfo, err := readFile("/proc/self/mountinfo", 8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := atUsualPlace(self)
+	if got == nil {
+		t.Skip("no writable cgroup2 root at " + strings.Join(usualMounts, " or ") + " in the initial cgroup namespace here: Find reads the mount table")
+	}
+	want, err := locate(mountinfo, self, container.Here())
+	if err != nil {
+		t.Fatalf("the usual place gave %+v; the mount table: %v", got, err)
+	}
+	if *got != *want {
+		t.Fatalf("the usual place gave %+v; the mount table %+v", got, want)
 	}
 }
 

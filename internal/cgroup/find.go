@@ -51,13 +51,24 @@ type Parent struct {
 // the real test (the kernel's cgroup.kill can only be seen on a non-root
 // cgroup, and permission is the kernel's to grant).
 func Find() (*Parent, error) {
-	mountinfo, err := readFile("/proc/self/mountinfo", 8192)
-	if err != nil {
-		return nil, fmt.Errorf("read the mount table: %w", err)
-	}
 	self, err := readFile("/proc/self/cgroup", 1024)
 	if err != nil {
 		return nil, fmt.Errorf("read the caller's cgroup: %w", err)
+	}
+	if p := atUsualPlace(self); p != nil {
+		// Any answer but a hidden directory is the one every other mount
+		// of the hierarchy would give: a cgroup's mode, type and the
+		// kernel's features do not depend on where it is seen from.
+		if err := p.check(); !errors.As(err, new(*hiddenError)) {
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		}
+	}
+	mountinfo, err := readFile("/proc/self/mountinfo", 8192)
+	if err != nil {
+		return nil, fmt.Errorf("read the mount table: %w", err)
 	}
 	p, err := locate(mountinfo, self, container.Here())
 	if err != nil {
@@ -68,6 +79,55 @@ func Find() (*Parent, error) {
 	}
 	return p, nil
 }
+
+// usualMounts are where systemd mounts the cgroup v2 hierarchy: a pure v2
+// layout, then a hybrid one.
+var usualMounts = []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}
+
+// initialCgroupNamespace is /proc/self/ns/cgroup in the initial cgroup
+// namespace, whose inode number is fixed (PROC_CGROUP_INIT_INO).
+const initialCgroupNamespace = "cgroup:[4026531835]"
+
+// atUsualPlace finds the caller's cgroup without the mount table, which
+// on a host with many mounts (a Kubernetes node, a desktop with snaps) is
+// tens of kilobytes the kernel formats for each launch: where the caller
+// is in the initial cgroup namespace (so procCgroup's path starts at the
+// hierarchy's real root) and a writable cgroup2 mount at one of the usual
+// places shows that root (the one cgroup without a cgroup.type), the
+// caller's cgroup is that path beneath the mount. Nil: ask the mount
+// table (locate).
+func atUsualPlace(procCgroup []byte) *Parent {
+	path, found, err := parseProcCgroup(procCgroup)
+	if err != nil || !found {
+		return nil
+	}
+	var link [64]byte
+	n, err := unix.Readlink("/proc/self/ns/cgroup", link[:])
+	if err != nil || string(link[:n]) != initialCgroupNamespace {
+		return nil
+	}
+	for _, m := range usualMounts {
+		var fs unix.Statfs_t
+		if unix.Statfs(m, &fs) != nil || fs.Type != unix.CGROUP2_SUPER_MAGIC {
+			continue
+		}
+		if fs.Flags&unix.ST_RDONLY != 0 {
+			return nil // another mount may be writable
+		}
+		if err := unix.Faccessat(unix.AT_FDCWD, m+"/cgroup.type", unix.F_OK, 0); !errors.Is(err, unix.ENOENT) {
+			return nil // a subtree, not the root
+		}
+		return &Parent{Mount: m, Path: path, Dir: filepath.Join(m, path)}
+	}
+	return nil
+}
+
+// hiddenError is check's answer when Dir is not the cgroup it names (not
+// there, or another filesystem mounted over it): another mount may show it.
+type hiddenError struct{ err error }
+
+func (e *hiddenError) Error() string { return e.err.Error() }
+func (e *hiddenError) Unwrap() error { return e.err }
 
 // locate picks, from the mount table and the caller's /proc/self/cgroup,
 // the cgroup2 mount that shows the caller's cgroup and names its directory.
@@ -140,10 +200,10 @@ func within(root, path string) (string, bool) {
 func (p *Parent) check() error {
 	var fs unix.Statfs_t
 	if err := unix.Statfs(p.Dir, &fs); err != nil {
-		return unavailable("%s: %v", p.Dir, err)
+		return &hiddenError{unavailable("%s: %v", p.Dir, err)}
 	}
 	if fs.Type != unix.CGROUP2_SUPER_MAGIC {
-		return unavailable("%s is not a cgroup2 filesystem (another mount hides the cgroup2 one)", p.Dir)
+		return &hiddenError{unavailable("%s is not a cgroup2 filesystem (another mount hides the cgroup2 one)", p.Dir)}
 	}
 	// The hierarchy's real root has neither cgroup.type nor cgroup.kill;
 	// every other cgroup (a cgroup namespace's root too) has both, on a

@@ -1,15 +1,16 @@
 package proc
 
 import (
-	"os"
 	"strings"
 )
 
 // ReadStatus reads a status file (/proc/self/status, /proc/thread-self/status,
 // /proc/PID/status) and returns its fields, name -> value with the
-// surrounding blanks trimmed.
+// surrounding blanks trimmed. It makes three system calls (open, read,
+// close; readFile): the runner's privilege read-back and the TIOCSTI
+// filter's probe read it on every launch.
 func ReadStatus(path string) (map[string]string, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path, make([]byte, 2048))
 	if err != nil {
 		return nil, err
 	}

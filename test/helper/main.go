@@ -206,6 +206,7 @@ func init() {
 		"tty-caller":         cmdTTYCaller, // terminal.go
 		"deny-namespaces":    cmdDenyNamespaces,
 		"pids-full-at-clone": cmdPidsFullAtClone,
+		"landlock-free":      cmdLandlockFree, // launchcost.go
 		// Sandbox policy (policy.go).
 		"try":           cmdTry,
 		"deny-landlock": cmdDenyLandlock,

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"syscall"
 
@@ -100,19 +99,24 @@ func verifyPrivileges(p stage.Privileges, hadSetpcap bool) error {
 	return nil
 }
 
-// readThreadStatus returns the Cap* sets (hex) and NoNewPrivs of this thread.
+// readThreadStatus returns the Cap* sets (hex) and NoNewPrivs of this
+// thread, read with open, read and close alone (proc.ReadStatus), not
+// through the runtime's poller.
 func readThreadStatus() (map[string]uint64, error) {
-	data, err := os.ReadFile("/proc/thread-self/status")
+	fields, err := proc.ReadStatus("/proc/thread-self/status")
 	if err != nil {
 		return nil, err
 	}
-	return parseStatus(string(data))
+	return statusNumbers(fields)
 }
 
 // parseStatus takes the numbers verifyPrivileges checks out of a status
 // file: the Cap* sets (hex) and NoNewPrivs, each required.
 func parseStatus(text string) (map[string]uint64, error) {
-	fields := proc.ParseStatus(text)
+	return statusNumbers(proc.ParseStatus(text))
+}
+
+func statusNumbers(fields map[string]string) (map[string]uint64, error) {
 	out := map[string]uint64{}
 	for _, k := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs"} {
 		value, ok := fields[k]

@@ -118,6 +118,7 @@ func Spawn(arg0 string, kind Kind, start any, attr syscall.ProcAttr, caller Call
 		return 0, nil, err
 	}
 	link := &Link{rw: sock}
+	fds[1] = liftAbove(fds[1], caller)
 	files, at := Files(caller, fds[1])
 	attr.Files = files
 	if attr.Env == nil {
@@ -138,21 +139,52 @@ func Spawn(arg0 string, kind Kind, start any, attr syscall.ProcAttr, caller Call
 	return pid, link, nil
 }
 
-// Files places a stage's socket sock above every descriptor the caller
-// passed and returns the child's descriptor table and the socket's number
-// there. Go's ForkExec puts Files[i] at descriptor i of the child and,
-// while doing so, moves its own descriptors to numbers past the highest it
-// was given; with the socket last and above the caller's highest
-// descriptor, nothing it moves lands on one of the caller's. Below the
-// socket the caller's descriptors stay as they are (Files[i] = i), and
-// every other number is closed in the child: those are corral's own,
-// close-on-exec anyway. The cost is one close(2) in the child per unused
-// number below the caller's highest descriptor.
+// Files places a stage's socket sock where it lands on none of the
+// caller's descriptors, and returns the child's descriptor table and the
+// socket's number there.
+//
+// Go's ForkExec puts Files[i] at descriptor i of the child, leaves every
+// number past the table as the fork left it, and moves what it must
+// shuffle (its error pipe, any Files[i] < i) to numbers past both the
+// table's length and the highest descriptor it was given. The caller's
+// descriptors are not close-on-exec in this process (Caller), so the
+// child inherits each at its number without an entry in the table. So
+// when sock is above the caller's highest descriptor (Spawn lifts it
+// there), the table is short: 0 to 2 and the caller's descriptors
+// below the first free number as they are (Files[i] = i), and the socket
+// at that free number; nothing ForkExec moves can land on a caller's
+// descriptor, all of which are below sock. The child then makes one
+// system call per entry, however high the caller's descriptors go (a
+// shell that passed fd 251 cost 246 close(2) calls with a table that ran
+// up to it).
+//
+// With sock at or below the caller's highest descriptor (lifting it
+// failed: RLIMIT_NOFILE reaches no higher), the socket goes above the
+// caller's highest descriptor instead and the table covers every number
+// up to it, the caller's at their numbers and every other closed in the
+// child (corral's own, close-on-exec anyway): ForkExec's moves then go
+// past the caller's highest too.
 func Files(caller Caller, sock int) ([]uintptr, int) {
-	at := 3
+	high := 2
 	if n := len(caller.FDs); n > 0 {
-		at = caller.FDs[n-1] + 1
+		high = caller.FDs[n-1]
 	}
+	if sock > high {
+		at := 3
+		for _, fd := range caller.FDs {
+			if fd != at {
+				break
+			}
+			at++
+		}
+		files := make([]uintptr, at+1)
+		for i := range at {
+			files[i] = uintptr(i)
+		}
+		files[at] = uintptr(sock)
+		return files, at
+	}
+	at := high + 1
 	files := make([]uintptr, at+1)
 	for i := range files {
 		files[i] = ^uintptr(0) // closed in the child
@@ -163,6 +195,23 @@ func Files(caller Caller, sock int) ([]uintptr, int) {
 	}
 	files[at] = uintptr(sock)
 	return files, at
+}
+
+// liftAbove returns sock, or a close-on-exec duplicate of it above the
+// caller's highest descriptor (closing sock), for Files' short table.
+// Where the duplicate cannot be made (the number is past RLIMIT_NOFILE),
+// sock stays, and Files falls back to the long table.
+func liftAbove(sock int, caller Caller) int {
+	n := len(caller.FDs)
+	if n == 0 || sock > caller.FDs[n-1] {
+		return sock
+	}
+	up, err := unix.FcntlInt(uintptr(sock), unix.F_DUPFD_CLOEXEC, caller.FDs[n-1]+1)
+	if err != nil {
+		return sock
+	}
+	unix.Close(sock)
+	return up
 }
 
 // Receive reads one message at step s and decodes its payload (nil for a

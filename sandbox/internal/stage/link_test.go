@@ -334,8 +334,10 @@ func TestAwaitReply(t *testing.T) {
 	}
 }
 
-// The stage's socket goes above every inherited descriptor; those keep
-// their numbers, every other number below is closed in the child.
+// The stage's socket lands on no inherited descriptor: at the first free
+// number when it is above them all (the short table, which leaves the
+// caller's higher descriptors as inherited), else above every one, with
+// every other number below closed in the child.
 func TestStageFiles(t *testing.T) {
 	closed := ^uintptr(0)
 
@@ -346,6 +348,40 @@ func TestStageFiles(t *testing.T) {
 	files, at = Files(Caller{FDs: []int{3, 4, 6}}, 5)
 	if want := []uintptr{0, 1, 2, 3, 4, closed, 6, 5}; at != 7 || !reflect.DeepEqual(files, want) {
 		t.Errorf("fds 3, 4, 6: at %d, files %v, want %v", at, files, want)
+	}
+	files, at = Files(Caller{FDs: []int{3, 4, 6, 251}}, 300)
+	if want := []uintptr{0, 1, 2, 3, 4, 300}; at != 5 || !reflect.DeepEqual(files, want) {
+		t.Errorf("fds 3, 4, 6, 251, socket at 300: at %d, files %v, want %v", at, files, want)
+	}
+	files, at = Files(Caller{FDs: []int{5}}, 9)
+	if want := []uintptr{0, 1, 2, 9}; at != 3 || !reflect.DeepEqual(files, want) {
+		t.Errorf("fd 5, socket at 9: at %d, files %v, want %v", at, files, want)
+	}
+}
+
+// Spawn lifts a socket that came out below the caller's highest
+// descriptor above it, close-on-exec, so that Files can use its short
+// table; it leaves one already above alone.
+func TestLiftAbove(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	high := fds[1] + 40
+	up := liftAbove(fds[1], Caller{FDs: []int{high}})
+	defer unix.Close(up)
+	if up <= high {
+		t.Fatalf("socket %d not lifted above %d: got %d", fds[1], high, up)
+	}
+	if flags, err := unix.FcntlInt(uintptr(up), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
+		t.Errorf("lifted socket %d: flags %d, %v; want close-on-exec", up, flags, err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fds[1]), unix.F_GETFD, 0); err == nil {
+		t.Errorf("the original socket %d is still open", fds[1])
+	}
+	if same := liftAbove(up, Caller{FDs: []int{3}}); same != up {
+		t.Errorf("socket %d above the caller's fds moved to %d", up, same)
 	}
 }
 

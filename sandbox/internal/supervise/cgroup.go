@@ -35,7 +35,6 @@ const minNOFILE = 64
 // says nothing, so after auto's fallback the line is said once, by the
 // engine that runs.
 func (e *Engine) openCgroup() {
-	defer close(e.made)
 	var rl unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Cur < minNOFILE {
 		// The cgroup holds four descriptors for the whole run: under a
@@ -71,22 +70,18 @@ func (e *Engine) sayCgroup() {
 	}
 }
 
-// startCgroup makes the run's cgroup (openCgroup) beside the rest of the
-// setup, which needs none of it: reading the mount table, a mkdir and
-// four opens cost about 0.2 ms, which the start would otherwise wait for.
-// New calls it, as early as the process knows it runs the engine (the
-// subreaper host side; the init before its mounts); everything that reads
-// e.cgroup waits for it first (awaitCgroup).
-func (e *Engine) startCgroup() {
-	e.made = make(chan struct{})
-	e.p.Signals() // made here, not by the goroutine
-	go e.openCgroup()
-}
+// decideCgroup makes the run's cgroup (openCgroup) on the calling
+// goroutine, once: Prepare calls it right after it started the starter
+// thread, whose privilege drop runs meanwhile. Made in a goroutine of its
+// own, the cgroup was what the runner's fork waited for: on two CPUs that
+// goroutine got one only after the signal registration's hand-offs
+// between threads (about 1 ms, test/bench/README.md). Everything that
+// reads e.cgroup decides it first; a run abandoned before Prepare decides
+// that there is none.
+func (e *Engine) decideCgroup() { e.cgroupOnce.Do(e.openCgroup) }
 
 // awaitCgroup returns once the cgroup is decided.
-func (e *Engine) awaitCgroup() {
-	<-e.made
-}
+func (e *Engine) awaitCgroup() { e.cgroupOnce.Do(func() {}) }
 
 // FD is the descriptor the runner is started into, or -1: the
 // stage.Cgroup of the runner's start.

@@ -7,6 +7,8 @@
 package supervise
 
 import (
+	"sync"
+
 	"github.com/corral-sh/corral/internal/cgroup"
 	"github.com/corral-sh/corral/internal/exitstatus"
 	"github.com/corral-sh/corral/reaper"
@@ -24,29 +26,28 @@ type Engine struct {
 	starter stage.Starter // made by Prepare
 
 	// cgroup is the run's cgroup v2, made by openCgroup; nil where none
-	// can be used. made is closed once openCgroup has decided; cgroup is
-	// read only after it.
-	cgroup *cgroup.Cgroup
-	made   chan struct{}
-	note   string // what -v says of it (sayCgroup); written before made closes
-	warn   bool   // note is said whatever -v says
+	// can be used. It is read only after cgroupOnce (decideCgroup,
+	// awaitCgroup).
+	cgroup     *cgroup.Cgroup
+	cgroupOnce sync.Once
+	note       string // what -v says of it (sayCgroup); written inside cgroupOnce
+	warn       bool   // note is said whatever -v says
 }
 
-// New makes the engine of a run and starts making its cgroup beside the
-// rest of the setup. cgroupOwner is the pid the cgroup is named after (0:
-// this process's).
+// New makes the engine of a run. cgroupOwner is the pid the cgroup is
+// named after (0: this process's).
 func New(p *stage.Proc, plan *stage.Plan, cgroupOwner int, prepare stage.PrepareRunner) *Engine {
-	e := &Engine{p: p, plan: plan, owner: cgroupOwner, prepare: prepare}
-	e.startCgroup()
-	return e
+	return &Engine{p: p, plan: plan, owner: cgroupOwner, prepare: prepare}
 }
 
-// Prepare makes the runner's Starter: after it, the starter thread drops
-// the runner's privileges while the rest of the setup goes on.
+// Prepare makes the runner's Starter and then the run's cgroup: the
+// starter thread drops the runner's privileges while this goroutine makes
+// the cgroup, and the rest of the setup goes on after.
 func (e *Engine) Prepare(terminal bool) {
 	if e.starter == nil {
 		e.starter = e.prepare(e.p, e.plan, terminal)
 	}
+	e.decideCgroup()
 }
 
 // Abandon removes the cgroup of a run whose setup failed before Run,
