@@ -73,7 +73,7 @@ func (h *host) runSubreaper(why string) (int, error) {
 	if err != nil {
 		return exitstatus.Setup, err
 	}
-	engine := supervise.New(h.Proc, &plan, 0, runner.Prepare) // its cgroup beside the rest of the setup
+	engine := supervise.New(h.Proc, &plan, 0, runner.Prepare) // its cgroup is made in Prepare
 	h.Logf("mode subreaper: %s", why)
 	if network != "" {
 		h.Logf("network: %s", network)

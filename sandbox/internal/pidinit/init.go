@@ -33,8 +33,8 @@ func Main(newEngine stage.NewEngine) {
 	caller.Mask = start.Mask // the caller's, as the host side read it
 	plan := start.Plan
 	p := stage.NewProc(os.Stderr, plan.Verbose, caller, sigs)
-	// The cgroup is made beside the mounts, and the starter thread drops
-	// the runner's privileges meanwhile.
+	// Prepare makes the cgroup while the starter thread drops the
+	// runner's privileges; the mounts come after.
 	engine := newEngine(p, &plan, start.CgroupOwner)
 	engine.Prepare(start.Terminal)
 	if err := SetupNamespaces(p, plan.Namespaces); err != nil {
