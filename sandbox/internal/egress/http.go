@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
-	"net/http"
+	"net/textproto"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +22,14 @@ import (
 // response copied back, after which both connections end. Keep-alive
 // across requests would let one client connection carry requests for
 // different hosts, each needing its own decision and dial, for no gain a
-// plain-HTTP client would notice.
+// plain-HTTP client would notice. Only the one request's body, as its
+// header frames it, goes to the origin: whatever the client sends after it
+// is never read.
+//
+// It is parsed with net/textproto, not net/http: net/http would link
+// crypto/tls, crypto/x509, mime and an HTTP/2 implementation into corral,
+// whose package initialisers run at every launch, with a network option or
+// without (test/layout_test.go keeps them out).
 
 // hopByHop are the headers that belong to one connection, not to the
 // request (RFC 9110 section 7.6.1), plus the proxy's own.
@@ -28,7 +38,7 @@ var hopByHop = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-func removeHopByHop(h http.Header) {
+func removeHopByHop(h textproto.MIMEHeader) {
 	for _, v := range h.Values("Connection") {
 		for _, name := range strings.Split(v, ",") {
 			if name = strings.TrimSpace(name); name != "" {
@@ -39,6 +49,37 @@ func removeHopByHop(h http.Header) {
 	for _, name := range hopByHop {
 		h.Del(name)
 	}
+}
+
+// The statuses the proxy answers with itself.
+const (
+	statusBadRequest         = 400
+	statusForbidden          = 403
+	statusHeaderTooLarge     = 431
+	statusBadGateway         = 502
+	statusServiceUnavailable = 503
+	statusGatewayTimeout     = 504
+	statusSwitchingProtocols = 101
+	statusNoContent          = 204
+	statusNotModified        = 304
+)
+
+func statusText(code int) string {
+	switch code {
+	case statusBadRequest:
+		return "Bad Request"
+	case statusForbidden:
+		return "Forbidden"
+	case statusHeaderTooLarge:
+		return "Request Header Fields Too Large"
+	case statusBadGateway:
+		return "Bad Gateway"
+	case statusServiceUnavailable:
+		return "Service Unavailable"
+	case statusGatewayTimeout:
+		return "Gateway Timeout"
+	}
+	return "Error"
 }
 
 // proxyStatusError values are RFC 9209's, for the Proxy-Status header
@@ -60,7 +101,7 @@ func writeHTTPError(c net.Conn, status int, psErr, reason string) {
 	body := "corral: " + reason + "\n"
 	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"+
 		"Connection: close\r\nProxy-Status: corral; error=%s; details=%s\r\n\r\n%s",
-		status, http.StatusText(status), len(body), psErr, strconv.Quote(headerSafe(reason)), body)
+		status, statusText(status), len(body), psErr, strconv.Quote(headerSafe(reason)), body)
 	lingerClose(c)
 }
 
@@ -75,68 +116,164 @@ func headerSafe(s string) string {
 	}, s)
 }
 
+// request is the head of one client request.
+type request struct {
+	method, target string
+	minor          int // of HTTP/1.x
+	header         textproto.MIMEHeader
+}
+
+var errMalformed = errors.New("malformed message")
+
+func readRequest(tp *textproto.Reader) (*request, error) {
+	line, err := tp.ReadLine()
+	if err != nil {
+		return nil, err
+	}
+	method, rest, ok1 := strings.Cut(line, " ")
+	target, proto, ok2 := strings.Cut(rest, " ")
+	minor, ok3 := parseHTTP1(proto)
+	if !ok1 || !ok2 || !ok3 || !isToken(method) || target == "" {
+		return nil, errMalformed
+	}
+	h, err := tp.ReadMIMEHeader()
+	if err != nil {
+		return nil, err
+	}
+	return &request{method: method, target: target, minor: minor, header: h}, nil
+}
+
+// parseHTTP1 reads "HTTP/1.x", the only version spoken over a proxy's
+// plain TCP connection.
+func parseHTTP1(proto string) (minor int, ok bool) {
+	if len(proto) != len("HTTP/1.1") || !strings.HasPrefix(proto, "HTTP/1.") {
+		return 0, false
+	}
+	d := proto[len(proto)-1]
+	return int(d - '0'), d >= '0' && d <= '9'
+}
+
+// isToken reports whether s is an RFC 9110 token (a method, say).
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// framing is how a message's body is delimited (RFC 9112 section 6):
+// chunked, or length bytes, or (length < 0) none for a request and the
+// connection's end for a response.
+type framing struct {
+	chunked bool
+	length  int64
+}
+
+// bodyFraming reads h's framing. A Content-Length beside chunked is
+// ignored, as RFC 9112 section 6.3 says and net/http did; only chunked is
+// understood as a transfer coding.
+func bodyFraming(h textproto.MIMEHeader, useTE bool) (framing, error) {
+	if te := h.Values("Transfer-Encoding"); useTE && len(te) > 0 {
+		if len(te) != 1 || !strings.EqualFold(strings.TrimSpace(te[0]), "chunked") {
+			return framing{}, errors.New("unsupported transfer encoding")
+		}
+		return framing{chunked: true}, nil
+	}
+	cl := h.Values("Content-Length")
+	if len(cl) == 0 {
+		return framing{length: -1}, nil
+	}
+	v := strings.TrimSpace(cl[0])
+	for _, o := range cl[1:] {
+		if strings.TrimSpace(o) != v {
+			return framing{}, errors.New("conflicting Content-Length")
+		}
+	}
+	n, err := strconv.ParseUint(v, 10, 63)
+	if err != nil {
+		return framing{}, errors.New("bad Content-Length")
+	}
+	return framing{length: int64(n)}, nil
+}
+
 func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, hl *headerLimit, overCap bool) {
-	req, err := http.ReadRequest(br)
+	req, err := readRequest(textproto.NewReader(br))
+	var f framing
+	if err == nil {
+		// HTTP/1.0 has no Transfer-Encoding; net/http ignored it too.
+		f, err = bodyFraming(req.header, req.minor >= 1)
+	}
 	if err != nil {
 		switch {
 		case hl.hit:
-			writeHTTPError(c, http.StatusRequestHeaderFieldsTooLarge, psHeader,
+			writeHTTPError(c, statusHeaderTooLarge, psHeader,
 				fmt.Sprintf("request header larger than %d bytes", p.cfg.MaxHeaderBytes))
 		case isTimeout(err), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 			// Silent, trickling or gone: nobody to answer.
 		default:
-			writeHTTPError(c, http.StatusBadRequest, psHeader, "malformed request")
+			writeHTTPError(c, statusBadRequest, psHeader, "malformed request")
 		}
 		return
 	}
 	hl.on = false
-	defer req.Body.Close()
 
 	var host, portStr string
-	connect := req.Method == http.MethodConnect
+	connect := req.method == "CONNECT"
+	target := req.target
+	if connect && !strings.HasPrefix(target, "/") {
+		// The authority form, host:port.
+		target = "http://" + target
+	}
+	u, err := url.ParseRequestURI(target)
 	switch {
+	case err != nil:
+		writeHTTPError(c, statusBadRequest, psHeader, "malformed request")
+		return
 	case connect:
-		// The authority form, host:port; ReadRequest puts it in URL.Host.
-		host, portStr = req.URL.Hostname(), req.URL.Port()
+		host, portStr = u.Hostname(), u.Port()
 		if host == "" || portStr == "" {
-			writeHTTPError(c, http.StatusBadRequest, psHeader, "CONNECT needs HOST:PORT")
+			writeHTTPError(c, statusBadRequest, psHeader, "CONNECT needs HOST:PORT")
 			return
 		}
-	case req.URL.IsAbs() && strings.EqualFold(req.URL.Scheme, "http"):
-		host, portStr = req.URL.Hostname(), req.URL.Port()
+	case u.IsAbs() && strings.EqualFold(u.Scheme, "http"):
+		host, portStr = u.Hostname(), u.Port()
 		if portStr == "" {
 			portStr = "80"
 		}
-	case req.URL.IsAbs():
-		writeHTTPError(c, http.StatusBadRequest, psHeader,
-			fmt.Sprintf("scheme %q cannot be forwarded; use CONNECT (an https_proxy of http://this-proxy)", req.URL.Scheme))
+	case u.IsAbs():
+		writeHTTPError(c, statusBadRequest, psHeader,
+			fmt.Sprintf("scheme %q cannot be forwarded; use CONNECT (an https_proxy of http://this-proxy)", u.Scheme))
 		return
 	default:
-		writeHTTPError(c, http.StatusBadRequest, psHeader,
+		writeHTTPError(c, statusBadRequest, psHeader,
 			"this is corral's egress proxy: send CONNECT or absolute-URI requests (set http_proxy/https_proxy)")
 		return
 	}
 	port, err := strconv.ParseUint(portStr, 10, 16)
 	if err != nil || port == 0 {
-		writeHTTPError(c, http.StatusBadRequest, psHeader, fmt.Sprintf("bad port %q", portStr))
+		writeHTTPError(c, statusBadRequest, psHeader, fmt.Sprintf("bad port %q", portStr))
 		return
 	}
 	at := p.newAttempt(host, uint16(port))
 	if overCap {
 		reason := fmt.Sprintf("too many connections at once (limit %d)", p.cfg.MaxConns)
 		at.log("deny", reason)
-		writeHTTPError(c, http.StatusServiceUnavailable, psOverCap, reason)
+		writeHTTPError(c, statusServiceUnavailable, psOverCap, reason)
 		return
 	}
 	d := p.policy.Decide(p.ctx, host, uint16(port))
 	if !d.Allowed {
 		if d.Failed {
 			at.log("allow", d.Reason)
-			writeHTTPError(c, http.StatusBadGateway, psDNS, d.Reason)
+			writeHTTPError(c, statusBadGateway, psDNS, d.Reason)
 			return
 		}
 		at.deny(d.Reason)
-		writeHTTPError(c, http.StatusForbidden, psDenied, fmt.Sprintf("denied %s: %s", net.JoinHostPort(at.host, portStr), d.Reason))
+		writeHTTPError(c, statusForbidden, psDenied, fmt.Sprintf("denied %s: %s", net.JoinHostPort(at.host, portStr), d.Reason))
 		return
 	}
 	up, addr, err := p.dial(d.Addrs, uint16(port))
@@ -144,10 +281,10 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, hl *headerLimit, overCap
 		reason := dialErrorReason(err)
 		at.address = addr.String()
 		at.log("allow", reason)
-		status, ps := http.StatusBadGateway, psUnavailable
+		status, ps := statusBadGateway, psUnavailable
 		switch {
 		case isTimeout(err):
-			status, ps = http.StatusGatewayTimeout, psTimeout
+			status, ps = statusGatewayTimeout, psTimeout
 		case reason == "connection refused":
 			ps = psRefused
 		}
@@ -168,80 +305,252 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, hl *headerLimit, overCap
 		return
 	}
 	c.SetDeadline(time.Time{})
-	if err := p.forwardRequest(c, up, req, at); err != nil {
+	if err := p.forwardRequest(c, br, up, req, u, f, at); err != nil {
 		reason = d.Reason + "; " + err.Error()
 	}
 }
 
-// forwardRequest sends req to the origin over up in origin form and copies
-// the response back to c, both with Connection: close.
-func (p *Proxy) forwardRequest(c, up net.Conn, req *http.Request, at *attempt) error {
-	removeHopByHop(req.Header)
-	if _, ok := req.Header["User-Agent"]; !ok {
-		// Request.Write adds Go's own User-Agent to a request without
-		// one; an empty value makes it write none, as the client sent.
-		req.Header["User-Agent"] = []string{""}
-	}
+// forwardRequest sends req, its body read from br as f frames it, to the
+// origin over up in origin form and copies the response back to c, both
+// with Connection: close.
+func (p *Proxy) forwardRequest(c net.Conn, br *bufio.Reader, up net.Conn, req *request, u *url.URL, f framing, at *attempt) error {
+	h := req.header
+	// The absolute URI's authority is the host (RFC 9112 section 3.2.2),
+	// whatever Host the client sent.
+	h.Del("Host")
+	removeHopByHop(h)
+	h.Del("Content-Length")
 	// The client waits for a 100 before sending its body; answer it here
 	// rather than relay the origin's, since the body has to pass through
 	// the proxy before the origin's answer can be read.
-	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
-		req.Header.Del("Expect")
-		if req.ContentLength != 0 {
+	if strings.EqualFold(h.Get("Expect"), "100-continue") {
+		h.Del("Expect")
+		if f.chunked || f.length > 0 {
 			if _, err := io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
 				return err
 			}
 		}
 	}
-	req.Close = true
 	cu := &countingConn{Conn: up}
 	bw := bufio.NewWriterSize(cu, 4<<10)
-	err := req.Write(bw)
+	fmt.Fprintf(bw, "%s %s HTTP/1.1\r\nHost: %s\r\n", req.method, u.RequestURI(), u.Host)
+	writeHeader(bw, h)
+	switch {
+	case f.chunked:
+		io.WriteString(bw, "Transfer-Encoding: chunked\r\n")
+	case f.length >= 0:
+		fmt.Fprintf(bw, "Content-Length: %d\r\n", f.length)
+	}
+	io.WriteString(bw, "Connection: close\r\n\r\n")
+	if !f.chunked && f.length < 0 {
+		f.length = 0 // a request without framing has no body
+	}
+	err := copyBody(bw, br, f, true)
 	if err == nil {
 		err = bw.Flush()
 	}
 	at.up = cu.written
 	if err != nil {
 		at.down = cu.read
-		writeHTTPError(c, http.StatusBadGateway, psUnavailable, "sending the request failed: "+dialErrorReason(err))
+		writeHTTPError(c, statusBadGateway, psUnavailable, "sending the request failed: "+dialErrorReason(err))
 		return fmt.Errorf("sending the request: %s", dialErrorReason(err))
 	}
+
 	hl := &headerLimit{r: cu, n: p.cfg.MaxHeaderBytes, on: true}
 	ubr := getReader(hl)
 	defer putReader(ubr)
-	var resp *http.Response
+	tp := textproto.NewReader(ubr)
+	var status string
+	var code int
+	var rh textproto.MIMEHeader
 	for {
-		resp, err = http.ReadResponse(ubr, req)
-		if err != nil {
-			at.down = cu.read
-			reason := "bad response from the destination"
-			if hl.hit {
-				reason = fmt.Sprintf("response header larger than %d bytes", p.cfg.MaxHeaderBytes)
-			}
-			writeHTTPError(c, http.StatusBadGateway, psBadResponse, reason)
-			return errors.New(reason)
-		}
+		status, code, rh, err = readResponseHead(tp)
 		// 1xx answers other than 101 are interim; the real one follows.
 		// (101 cannot come: Upgrade is hop-by-hop and was removed.)
-		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+		if err != nil || code >= 200 || code == statusSwitchingProtocols {
 			break
 		}
 	}
-	hl.on = false
-	defer resp.Body.Close()
-	removeHopByHop(resp.Header)
-	resp.Close = true
-	if !req.ProtoAtLeast(1, 1) && len(resp.TransferEncoding) > 0 {
-		// An HTTP/1.0 client cannot read chunked framing; close delimits.
-		resp.TransferEncoding = nil
-		resp.ContentLength = -1
+	var rf framing
+	if err == nil {
+		rf, err = bodyFraming(rh, true)
 	}
-	err = resp.Write(c)
+	if err != nil {
+		at.down = cu.read
+		reason := "bad response from the destination"
+		if hl.hit {
+			reason = fmt.Sprintf("response header larger than %d bytes", p.cfg.MaxHeaderBytes)
+		}
+		writeHTTPError(c, statusBadGateway, psBadResponse, reason)
+		return errors.New(reason)
+	}
+	hl.on = false
+	removeHopByHop(rh)
+	if req.method == "HEAD" || code < 200 || code == statusNoContent || code == statusNotModified {
+		rf = framing{length: 0}
+	} else if rf.chunked {
+		rh.Del("Content-Length")
+	}
+
+	cw := bufio.NewWriterSize(c, 4<<10)
+	io.WriteString(cw, status+"\r\n")
+	writeHeader(cw, rh)
+	// An HTTP/1.0 client cannot read chunked framing; close delimits.
+	rawChunks := req.minor >= 1
+	if rf.chunked && rawChunks {
+		io.WriteString(cw, "Transfer-Encoding: chunked\r\n")
+	}
+	io.WriteString(cw, "Connection: close\r\n\r\n")
+	if rf.length == 0 && !rf.chunked {
+		err = cw.Flush()
+	} else {
+		err = copyBody(cw, ubr, rf, rawChunks)
+	}
 	at.down = cu.read
 	if err == nil {
 		lingerClose(c)
 	}
 	return err
+}
+
+// readResponseHead reads a status line and header.
+func readResponseHead(tp *textproto.Reader) (status string, code int, h textproto.MIMEHeader, err error) {
+	status, err = tp.ReadLine()
+	if err != nil {
+		return "", 0, nil, err
+	}
+	proto, rest, _ := strings.Cut(status, " ")
+	_, ok := parseHTTP1(proto)
+	if !ok || len(rest) < 3 || len(rest) > 3 && rest[3] != ' ' {
+		return "", 0, nil, errMalformed
+	}
+	for i := range 3 {
+		if rest[i] < '0' || rest[i] > '9' {
+			return "", 0, nil, errMalformed
+		}
+	}
+	code, _ = strconv.Atoi(rest[:3])
+	h, err = tp.ReadMIMEHeader()
+	return status, code, h, err
+}
+
+// writeHeader writes h's fields in a stable order.
+func writeHeader(w *bufio.Writer, h textproto.MIMEHeader) {
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		for _, v := range h[k] {
+			w.WriteString(k + ": " + v + "\r\n")
+		}
+	}
+}
+
+// copyBody copies a body framed by f from src to w and flushes w. raw
+// keeps chunked framing; otherwise only the chunks' data is written, for a
+// reader that relies on the connection's end.
+func copyBody(w *bufio.Writer, src *bufio.Reader, f framing, raw bool) error {
+	switch {
+	case f.chunked:
+		return copyChunked(w, src, raw)
+	case f.length == 0:
+		return w.Flush()
+	}
+	// Flushed at every write, so a streamed body is not held back; a
+	// length below 0 means up to the end.
+	var r io.Reader = readerOnly{src}
+	if f.length > 0 {
+		r = io.LimitReader(src, f.length)
+	}
+	buf := getBuf()
+	defer putBuf(buf)
+	n, err := io.CopyBuffer(flushWriter{w}, r, *buf)
+	if err == nil {
+		err = w.Flush() // the head, when the body is empty
+	}
+	if err == nil && f.length > 0 && n < f.length {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+type flushWriter struct{ w *bufio.Writer }
+
+func (f flushWriter) Write(b []byte) (int, error) {
+	n, err := f.w.Write(b)
+	if err == nil {
+		err = f.w.Flush()
+	}
+	return n, err
+}
+
+// copyChunked copies a chunked body up to its last chunk and trailer,
+// flushing after each chunk so a streamed body is not held back.
+func copyChunked(w *bufio.Writer, src *bufio.Reader, raw bool) error {
+	buf := getBuf()
+	defer putBuf(buf)
+	for {
+		line, err := readChunkLine(src)
+		if err != nil {
+			return err
+		}
+		sizeStr, _, _ := strings.Cut(line, ";") // chunk extensions are dropped
+		size, err := strconv.ParseUint(strings.TrimRight(sizeStr, " \t"), 16, 63)
+		if err != nil {
+			return errors.New("bad chunk size")
+		}
+		if raw {
+			fmt.Fprintf(w, "%x\r\n", size)
+		}
+		if size == 0 {
+			break
+		}
+		n, err := io.CopyBuffer(writerOnly{w}, io.LimitReader(src, int64(size)), *buf)
+		if err == nil && n < int64(size) {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return err
+		}
+		if line, err := readChunkLine(src); err != nil || line != "" {
+			return errors.New("bad chunk end")
+		}
+		if raw {
+			w.WriteString("\r\n")
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	for { // the trailer, up to an empty line
+		line, err := readChunkLine(src)
+		if err != nil {
+			return err
+		}
+		if raw {
+			w.WriteString(line + "\r\n")
+		}
+		if line == "" {
+			return w.Flush()
+		}
+	}
+}
+
+// readChunkLine reads a line of chunked framing without its line end; a
+// line longer than src's buffer is an error, not an allocation.
+func readChunkLine(src *bufio.Reader) (string, error) {
+	b, err := src.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return "", errors.New("chunk line too long")
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return "", err
+	}
+	b = b[:len(b)-1]
+	if len(b) > 0 && b[len(b)-1] == '\r' {
+		b = b[:len(b)-1]
+	}
+	return string(b), nil
 }
 
 // countingConn counts the bytes that cross it: what an absolute-URI
