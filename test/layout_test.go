@@ -130,6 +130,30 @@ func TestImportDirection(t *testing.T) {
 	}
 }
 
+// corral links no HTTP or TLS stack: their package initialisers (60 more
+// of them with net/http) would run at every launch, with a network option
+// or without, in front of every command corral runs. The egress proxy
+// parses HTTP with net/textproto for this reason.
+func TestNoHTTPStack(t *testing.T) {
+	t.Parallel()
+	heavy := map[string]bool{"net/http": true, "crypto/tls": true, "crypto/x509": true, "mime": true}
+	for _, p := range listPackages(t) {
+		if p.ImportPath != module+"/cmd/corral" {
+			continue
+		}
+		if len(p.Deps) == 0 {
+			t.Fatal("go list gave cmd/corral no dependencies")
+		}
+		for _, d := range p.Deps {
+			if heavy[d] {
+				t.Errorf("cmd/corral links %s; its initialisers would run at every launch", d)
+			}
+		}
+		return
+	}
+	t.Fatal("go list did not list cmd/corral")
+}
+
 // A build for another system fails with one message: corral needs Linux.
 func TestLinuxOnlyBuild(t *testing.T) {
 	t.Parallel()

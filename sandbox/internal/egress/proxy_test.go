@@ -131,6 +131,70 @@ func TestHTTPAbsoluteURIRaw(t *testing.T) {
 	}
 }
 
+// A chunked request body with Expect: 100-continue reaches the origin
+// whole and alone: what the client sends after it (a second request, for
+// another host) is never forwarded. A HEAD answer's Content-Length is no
+// body to wait for.
+func TestHTTPAbsoluteURIBody(t *testing.T) {
+	got := make(chan string, 2)
+	srv := startServer(t, "tcp", "127.0.0.1:0", func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(hangLimit))
+		br := bufio.NewReader(c)
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		body, _ := io.ReadAll(req.Body)
+		if req.Method == "HEAD" {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
+		} else {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
+		}
+		rest, _ := io.ReadAll(br)
+		got <- fmt.Sprintf("%s %s te=%v expect=%q body=%q rest=%q",
+			req.Method, req.RequestURI, req.TransferEncoding, req.Header.Get("Expect"), body, rest)
+	})
+	tp := startProxy(t, Config{}, "127.0.0.0/8:*")
+	for _, tc := range []struct{ method, want, wantBody string }{
+		{"POST", `POST /up te=[chunked] expect="" body="hello world" rest=""`, "abc"},
+		{"HEAD", `HEAD /up te=[] expect="" body="" rest=""`, ""},
+	} {
+		c, err := net.Dial("tcp", tp.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(hangLimit))
+		br := bufio.NewReader(c)
+		if tc.method == "POST" {
+			fmt.Fprintf(c, "POST http://127.0.0.1:%d/up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n", srv.port())
+			if line, _ := br.ReadString('\n'); line != "HTTP/1.1 100 Continue\r\n" {
+				t.Fatalf("interim answer %q", line)
+			}
+			br.ReadString('\n')
+			io.WriteString(c, "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n"+
+				"GET http://127.0.0.2/ HTTP/1.1\r\nHost: 127.0.0.2\r\n\r\n")
+		} else {
+			fmt.Fprintf(c, "HEAD http://127.0.0.1:%d/up HTTP/1.1\r\n\r\n", srv.port())
+		}
+		resp, err := http.ReadResponse(br, &http.Request{Method: tc.method})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || string(body) != tc.wantBody {
+			t.Errorf("%s: body %q %v", tc.method, body, err)
+		}
+		if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+			t.Errorf("%s: after the answer %q %v; want the end", tc.method, rest, err)
+		}
+		c.Close()
+		if s := <-got; s != tc.want {
+			t.Errorf("origin saw %s\nwant        %s", s, tc.want)
+		}
+	}
+}
+
 func TestHTTPConnectTLS(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "secret over TLS")
