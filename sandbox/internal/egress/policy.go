@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 )
 
 // Resolver looks up the addresses of a name. *net.Resolver satisfies it;
@@ -145,48 +146,53 @@ func resolveError(err error) string {
 
 // special lists the addresses that are not the public internet, with the
 // word a refusal uses. Order matters only for overlaps (none today).
-var special = []struct {
+// It is parsed on first use, not at package initialisation: corral links
+// this package into every launch, and most runs have no proxy.
+var special = sync.OnceValue(func() []specialRange {
+	return []specialRange{
+		{netip.MustParsePrefix("0.0.0.0/8"), "unspecified"}, // "this network": Linux connects 0.0.0.0 to loopback
+		{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+		{netip.MustParsePrefix("10.0.0.0/8"), "private"},
+		{netip.MustParsePrefix("172.16.0.0/12"), "private"},
+		{netip.MustParsePrefix("192.168.0.0/16"), "private"},
+		{netip.MustParsePrefix("100.64.0.0/10"), "shared (CGNAT)"},
+		{netip.MustParsePrefix("169.254.0.0/16"), "link-local"}, // the cloud metadata address 169.254.169.254
+		{netip.MustParsePrefix("192.0.0.0/24"), "reserved"},     // IETF protocol assignments, some metadata services
+		{netip.MustParsePrefix("198.18.0.0/15"), "reserved"},    // benchmarking, used for internal networks
+		{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+		{netip.MustParsePrefix("240.0.0.0/4"), "reserved"}, // with the broadcast address
+		{netip.MustParsePrefix("::/128"), "unspecified"},
+		{netip.MustParsePrefix("::1/128"), "loopback"},
+		{netip.MustParsePrefix("::/96"), "reserved"}, // IPv4-compatible, deprecated
+		{netip.MustParsePrefix("fc00::/7"), "private"},
+		{netip.MustParsePrefix("fec0::/10"), "private"}, // site-local, deprecated
+		{netip.MustParsePrefix("fe80::/10"), "link-local"},
+		{netip.MustParsePrefix("ff00::/8"), "multicast"},
+		{netip.MustParsePrefix("100::/64"), "reserved"}, // discard-only
+	}
+})
+
+type specialRange struct {
 	prefix netip.Prefix
 	kind   string
-}{
-	{netip.MustParsePrefix("0.0.0.0/8"), "unspecified"}, // "this network": Linux connects 0.0.0.0 to loopback
-	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
-	{netip.MustParsePrefix("10.0.0.0/8"), "private"},
-	{netip.MustParsePrefix("172.16.0.0/12"), "private"},
-	{netip.MustParsePrefix("192.168.0.0/16"), "private"},
-	{netip.MustParsePrefix("100.64.0.0/10"), "shared (CGNAT)"},
-	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"}, // the cloud metadata address 169.254.169.254
-	{netip.MustParsePrefix("192.0.0.0/24"), "reserved"},     // IETF protocol assignments, some metadata services
-	{netip.MustParsePrefix("198.18.0.0/15"), "reserved"},    // benchmarking, used for internal networks
-	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
-	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"}, // with the broadcast address
-	{netip.MustParsePrefix("::/128"), "unspecified"},
-	{netip.MustParsePrefix("::1/128"), "loopback"},
-	{netip.MustParsePrefix("::/96"), "reserved"}, // IPv4-compatible, deprecated
-	{netip.MustParsePrefix("fc00::/7"), "private"},
-	{netip.MustParsePrefix("fec0::/10"), "private"}, // site-local, deprecated
-	{netip.MustParsePrefix("fe80::/10"), "link-local"},
-	{netip.MustParsePrefix("ff00::/8"), "multicast"},
-	{netip.MustParsePrefix("100::/64"), "reserved"}, // discard-only
 }
 
 // nat64 prefixes carry an IPv4 address in their last 32 bits, which a NAT64
 // gateway connects to: 64:ff9b::7f00:1 reaches 127.0.0.1 there.
-var nat64 = []netip.Prefix{
-	netip.MustParsePrefix("64:ff9b::/96"),
-	netip.MustParsePrefix("64:ff9b:1::/48"),
-}
+var nat64 = sync.OnceValue(func() []netip.Prefix {
+	return []netip.Prefix{netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("64:ff9b:1::/48")}
+})
 
 // specialKind names the kind of a non-public address, or returns "" for a
 // public one. a must be unmapped (an IPv4-mapped address is its IPv4 one).
 func specialKind(a netip.Addr) string {
 	a = a.Unmap().WithZone("")
-	for _, s := range special {
+	for _, s := range special() {
 		if s.prefix.Contains(a) {
 			return s.kind
 		}
 	}
-	for _, p := range nat64 {
+	for _, p := range nat64() {
 		if p.Contains(a) {
 			b := a.As16()
 			if k := specialKind(netip.AddrFrom4([4]byte(b[12:]))); k != "" {
