@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -516,11 +517,7 @@ func readState(t *testing.T, path string) map[string]any {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		t.Fatalf("state file is not JSON: %v: %q", err, data)
 	}
-	var keys []string
-	for k := range doc {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(doc))
 	if !slices.Equal(keys, stateKeys) {
 		t.Errorf("state keys: want %v, got %v", stateKeys, keys)
 	}

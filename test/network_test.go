@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -1188,11 +1189,7 @@ func TestNetLog(t *testing.T) {
 			if err := json.Unmarshal([]byte(line), &doc); err != nil {
 				t.Fatalf("--net-log line is not one JSON object: %v: %q", err, line)
 			}
-			var keys []string
-			for k := range doc {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
+			keys := slices.Sorted(maps.Keys(doc))
 			if !slices.Equal(keys, logKeys) {
 				t.Errorf("--net-log keys: want %v, got %v", logKeys, keys)
 			}
