@@ -87,7 +87,9 @@ func (f *netFlags) apply(o *sandbox.Options, set map[string]bool, lookup func(st
 		return err
 	}
 	o.Net.LogPath = f.logPath
-	if !set["net-log"] {
+	if !set["net-log"] && len(o.Net.Allow) > 0 {
+		// Exported for every run, the variable names where a run with a
+		// proxy logs; a run without one has nothing to log.
 		o.Net.LogPath, _ = firstEnv(envNetLog, lookup)
 	}
 

@@ -201,3 +201,25 @@ func TestClampNotes(t *testing.T) {
 		t.Errorf("a value in bounds is noted: %q", notes)
 	}
 }
+
+// CORRAL_NET_LOG exported for every run names where a run with a proxy
+// logs; a run without --allow-net is not a usage error because of it.
+func TestNetLogVariableWithoutProxyIsIgnored(t *testing.T) {
+	lookup := func(name string) (string, bool) {
+		if name == "CORRAL_NET_LOG" {
+			return "/tmp/net.log", true
+		}
+		return "", false
+	}
+	o, err := parseRun([]string{"--", "/bin/true"}, lookup)
+	if err != nil || o.Net.LogPath != "" {
+		t.Fatalf("plain run with CORRAL_NET_LOG set: %v, log %q", err, o.Net.LogPath)
+	}
+	o, err = parseRun([]string{"--allow-net", "example.test", "--", "/bin/true"}, lookup)
+	if err != nil || o.Net.LogPath != "/tmp/net.log" {
+		t.Fatalf("run with a proxy and CORRAL_NET_LOG set: %v, log %q", err, o.Net.LogPath)
+	}
+	if _, err := parseRun([]string{"--net-log", "/tmp/x", "--", "/bin/true"}, lookup); err == nil {
+		t.Fatal("--net-log without --allow-net: want a usage error")
+	}
+}
