@@ -82,9 +82,7 @@ func (n *network) close() {
 	if n == nil || n.proxy == nil {
 		return
 	}
-	for _, l := range n.published {
-		l.Close()
-	}
+	n.closePublished()
 	n.proxy.Close()
 	if n.log != nil {
 		n.log.Close()

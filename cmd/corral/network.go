@@ -58,23 +58,16 @@ func (f *netFlags) apply(o *sandbox.Options, set map[string]bool, lookup func(st
 		return fmt.Errorf("--net: unknown value %s: want host or none", bounds.Quote(mode))
 	}
 
-	allow := []string(f.allow)
-	if !set["allow-net"] {
-		// An allowlist is the one variable that does not fall back to the
-		// default when it does not parse: the default is the whole
-		// network, and a typo must not open it.
-		if v, ok := firstEnv(envAllowNet, lookup); ok {
-			allow = strings.Split(v, ",")
-			for _, d := range allow {
-				if _, err := sandbox.ParseNetRule(d); err != nil {
-					return fmt.Errorf("%s: %w", envAllowNet[0], err)
-				}
-			}
-		}
+	allow, from := []string(f.allow), ""
+	if v, ok := firstEnv(envAllowNet, lookup); ok && !set["allow-net"] {
+		allow, from = strings.Split(v, ","), envAllowNet[0]+": "
 	}
+	// An allowlist is the one variable that does not fall back to the
+	// default when it does not parse: the default is the whole network,
+	// and a typo must not open it.
 	for _, d := range allow {
 		if _, err := sandbox.ParseNetRule(d); err != nil {
-			return err
+			return fmt.Errorf("%s%w", from, err)
 		}
 	}
 	o.Net.Allow = allow
