@@ -72,7 +72,7 @@ func (e *engine) jobSignal(s syscall.Signal) bool {
 			e.continueRunner()
 			return true
 		}
-	case jobStop[s]:
+	case jobStop(s):
 		// Sent with kill(2): the runner gets it, and when it stops, its
 		// stop stops corral as a Ctrl-Z would (runnerStopped). Stopping
 		// corral here too would stop it a second time once continued.
@@ -111,7 +111,7 @@ func (e *engine) continueRunner() {
 // A process that catches sig must have registered it (signal.Notify)
 // before StopJob runs.
 func StopJob(sig syscall.Signal) {
-	if !jobStop[sig] {
+	if !jobStop(sig) {
 		sig = unix.SIGTSTP
 	}
 	if os.Getpid() == 1 || signal.Ignored(sig) {

@@ -17,8 +17,11 @@ import (
 // Cancelling signals end the run: the first is recorded, sent to the
 // whole tree, and starts the teardown. SIGHUP is not one of them: it is
 // the reload signal of nginx, haproxy and sshd, and `docker kill -s HUP`
-// must not tear a service down.
-var cancelling = map[syscall.Signal]bool{unix.SIGTERM: true, unix.SIGINT: true, unix.SIGQUIT: true}
+// must not tear a service down. IsCancelling reports whether s ends the
+// run.
+func IsCancelling(s syscall.Signal) bool {
+	return s == unix.SIGTERM || s == unix.SIGINT || s == unix.SIGQUIT
+}
 
 // Every other catchable signal is forwarded to the runner alone, the
 // synchronous faults too: corral's own faults never reach a handler (the
@@ -46,17 +49,16 @@ var urgentSignals = []syscall.Signal{
 // Each costs a round trip to the runtime's signal thread (about 10 µs),
 // so they are registered in the background, and the engine waits for
 // that to finish before the runner starts.
-var laterSignals = func() []syscall.Signal {
-	sigs := []syscall.Signal{
-		unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT, unix.SIGALRM,
-		unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGVTALRM, unix.SIGPWR,
-		unix.SIGIO, unix.SIGXCPU, unix.SIGXFSZ,
-	}
-	for s := 35; s <= 64; s++ { // real-time signals; the Go runtime keeps 32-34 for the C libraries
-		sigs = append(sigs, syscall.Signal(s))
-	}
-	return sigs
-}()
+// The real-time signals are 35 to 64: the Go runtime keeps 32-34 for the C
+// libraries. The list is written out, not built in a loop, so that the
+// package's initialisation, which every corral process runs, does nothing.
+var laterSignals = [...]syscall.Signal{
+	unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGCONT, unix.SIGALRM,
+	unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGVTALRM, unix.SIGPWR,
+	unix.SIGIO, unix.SIGXCPU, unix.SIGXFSZ,
+	35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49,
+	50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64,
+}
 
 // Signals is one process's registration of every signal corral handles.
 // Signals are process-wide, so a process makes one, as early as it can.
@@ -114,7 +116,7 @@ func (s *Signals) background() {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		signal.Notify(s.children, unix.SIGCHLD)
-		signal.Notify(s.incoming, s.wanted(laterSignals)...)
+		signal.Notify(s.incoming, s.wanted(laterSignals[:])...)
 	})
 	wg.Go(func() { reserveThreads(spareThreads) })
 	go func() {
@@ -242,20 +244,19 @@ func dispositionIgnored(sig syscall.Signal) bool {
 	return errno == 0 && old[0] == 1 // SIG_IGN
 }
 
-// IsCancelling reports whether s ends the run.
-func IsCancelling(s syscall.Signal) bool { return cancelling[s] }
-
 // jobStop are the signals a terminal sends to stop a job (Ctrl-Z, and a
 // background job touching the terminal). Caught, they would leave corral
 // running and the shell waiting on a job that never stops; so whoever
 // catches one passes it on and then stops itself, as the shell expects
 // (SIGCONT from the shell's fg resumes both).
-var jobStop = map[syscall.Signal]bool{unix.SIGTSTP: true, unix.SIGTTIN: true, unix.SIGTTOU: true}
+func jobStop(s syscall.Signal) bool {
+	return s == unix.SIGTSTP || s == unix.SIGTTIN || s == unix.SIGTTOU
+}
 
 // StopSelfAfter reports whether, having passed on s, a corral process that
 // a shell may be waiting on should stop itself. PID 1 never does: its own
 // namespace cannot stop it, and nothing waits on it as a job.
-func StopSelfAfter(s syscall.Signal) bool { return jobStop[s] && os.Getpid() != 1 }
+func StopSelfAfter(s syscall.Signal) bool { return jobStop(s) && os.Getpid() != 1 }
 
 // onSignal acts on one signal: a cancel is an event for the state
 // machine; anything else goes to the runner alone.

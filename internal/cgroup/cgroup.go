@@ -105,7 +105,7 @@ func (c *Cgroup) open() error {
 	}
 	c.kill, err = openAt(c.dir, "cgroup.kill", unix.O_WRONLY)
 	if errors.Is(err, unix.ENOENT) {
-		return errNoKill
+		return errNoKill()
 	}
 	if err != nil {
 		return fmt.Errorf("open %s/cgroup.kill: %w", c.path, err)

@@ -215,7 +215,7 @@ func (p *Parent) check() error {
 			return unavailable("the caller's cgroup %s is of type %q: corral only nests beneath a domain cgroup", p.Dir, t)
 		}
 		if _, err := os.Stat(filepath.Join(p.Dir, "cgroup.kill")); errors.Is(err, os.ErrNotExist) {
-			return errNoKill
+			return errNoKill()
 		}
 	case !errors.Is(err, os.ErrNotExist):
 		return unavailable("read %s/cgroup.type: %v", p.Dir, err)
@@ -231,7 +231,11 @@ func (p *Parent) check() error {
 	return clone3Available()
 }
 
-var errNoKill = unavailable("this kernel has no cgroup.kill (Linux 5.14 or later is needed); without it a kill could be outrun by forks, so the /proc walk stays")
+// errNoKill is made when it is needed, not while the package initialises:
+// formatting it there was the first use of fmt in every corral process.
+func errNoKill() error {
+	return unavailable("this kernel has no cgroup.kill (Linux 5.14 or later is needed); without it a kill could be outrun by forks, so the /proc walk stays")
+}
 
 func notWritable(path string, err error) error {
 	if errors.Is(err, unix.EROFS) {

@@ -28,18 +28,22 @@ func applyPrivileges(p stage.Privileges) error {
 		}
 	}
 
+	held, err := stage.ThreadCaps()
+	if err != nil {
+		return &stage.SetupError{Step: "read capabilities", Err: err}
+	}
+	// Every set is written whole below, so nothing is loaded into caps:
+	// its Load would read and scan /proc/self/status for what capget
+	// already answered.
 	caps, err := capability.NewPid2(0)
 	if err != nil {
 		return &stage.SetupError{Step: "read capabilities", Err: err}
 	}
-	if err := caps.Load(); err != nil {
-		return &stage.SetupError{Step: "read capabilities", Err: err}
-	}
-	hadSetpcap := caps.Get(capability.EFFECTIVE, capability.CAP_SETPCAP)
+	hadSetpcap := held.Effective&(1<<uint(capability.CAP_SETPCAP)) != 0
 	keep := make([]capability.Cap, 0, len(p.Keep))
 	for _, c := range p.Keep {
 		keep = append(keep, capability.Cap(c))
-		if !caps.Get(capability.PERMITTED, capability.Cap(c)) {
+		if held.Permitted&(1<<uint(c)) == 0 {
 			return &stage.SetupError{Step: "keep " + stage.CapName(c), Err: unix.EPERM,
 				Hint: "corral does not hold it; run corral as root, or in pidns mode where it owns a user namespace"}
 		}

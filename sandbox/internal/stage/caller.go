@@ -1,7 +1,6 @@
 package stage
 
 import (
-	"os"
 	"slices"
 	"strconv"
 
@@ -57,7 +56,7 @@ func scanInheritedFDs() []int {
 			fds = append(fds, fd)
 		}
 	}
-	entries, err := os.ReadDir("/proc/self/fd")
+	names, err := listFDs()
 	if err != nil {
 		// No /proc (the engine needs it later anyway): try the numbers a
 		// caller plausibly uses, up to select(2)'s FD_SETSIZE.
@@ -66,15 +65,42 @@ func scanInheritedFDs() []int {
 		}
 		return fds
 	}
-	for _, ent := range entries {
+	for _, name := range names {
 		// The directory's own descriptor is listed too; it is
 		// close-on-exec, and already closed, so keep drops it.
-		if fd, err := strconv.Atoi(ent.Name()); err == nil && fd > 2 {
+		if fd, err := strconv.Atoi(name); err == nil && fd > 2 {
 			keep(fd)
 		}
 	}
 	slices.Sort(fds)
 	return fds
+}
+
+// listFDs lists /proc/self/fd with open, getdents64 and close alone. It
+// runs in every corral process's initialisation, where os.ReadDir's
+// directory object, its pooled buffer and its DirEntry values were the
+// most expensive thing corral's own packages did (test/bench/README.md).
+func listFDs() ([]string, error) {
+	dir, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dir)
+	var buf [4096]byte
+	names := make([]string, 0, 16)
+	for {
+		n, err := unix.Getdents(dir, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
 }
 
 func currentMask() unix.Sigset_t {

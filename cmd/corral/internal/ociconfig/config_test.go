@@ -532,3 +532,24 @@ func FuzzConfig(f *testing.F) {
 		c.Apply(&o)
 	})
 }
+
+// versionMajor stands in for the semver regular expression it replaced:
+// the same strings accepted and refused.
+func TestVersionMajor(t *testing.T) {
+	for v, want := range map[string]string{
+		"1.0.0": "1", "1.3.0": "1", "10.20.30": "10", "0.5.0": "0", "2.0.0": "2",
+		"1.0.2-dev": "1", "1.0.0-rc.1+build.5": "1", "1.0.0+20130313144700": "1", "1.2.3-a-b.c": "1",
+	} {
+		if got, ok := versionMajor(v); !ok || got != want {
+			t.Errorf("versionMajor(%q) = %q, %v; want %q", v, got, ok, want)
+		}
+	}
+	for _, v := range []string{
+		"", "1", "1.2", "1.2.3.4", "01.0.0", "1.00.0", "1.0.01", "latest", "v1.0.0",
+		"1.0.0-", "1.0.0+", "1.0.0-a+", "1.0.0-a_b", "1.0.0+x y", "1..0", "1.0.0\n", "-1.0.0", "1.+0.0",
+	} {
+		if got, ok := versionMajor(v); ok {
+			t.Errorf("versionMajor(%q) = %q, true; want refused", v, got)
+		}
+	}
+}
