@@ -518,3 +518,45 @@ func parentOf(pid int) int {
 	n, _ := strconv.Atoi(f[1])
 	return n
 }
+
+// A runner with corral's own uid must not be able to take hold of the
+// process whose engine contains it, as a debugger would: the thread that
+// forked it has dropped every capability, so the kernel's ptrace checks
+// (same uid, a subset of the capabilities) would let the runner attach to
+// it, or open the whole process's memory through it, and from there run
+// code in corral's other threads, which keep corral's privileges and are
+// outside the runner's seccomp filter. Every mode, and subreaper mode as an
+// unprivileged user, where every thread of corral is as unprivileged as
+// the runner. There is no Yama on these machines to stop it either.
+func TestRunnerCannotTraceCorral(t *testing.T) {
+	check := func(t *testing.T, m mode) {
+		e := newEnv(t, m)
+		res := e.run(e.args(opts("", "0.1"), e.helper("trace-parent")))
+		wantCode(t, res, 0)
+		threads := 0
+		for _, line := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
+			what, result, ok := strings.Cut(line, "=")
+			if strings.HasPrefix(what, "tid") {
+				threads++
+				_, result, ok = strings.Cut(result, "seize=")
+			}
+			if !ok {
+				t.Fatalf("unexpected line %q in %q", line, res.stdout)
+			}
+			if result != "EPERM" && result != "EACCES" {
+				t.Errorf("the runner took hold of corral: %s, want EPERM or EACCES", line)
+			}
+		}
+		// The engine's process has more than one thread (the starter among
+		// them): a report on one thread alone would prove nothing.
+		if threads < 2 {
+			t.Errorf("the runner saw %d threads of corral's process: %q", threads, res.stdout)
+		}
+		e.assertGone()
+	}
+	forEachMode(t, check)
+	t.Run("subreaper-uid65534", func(t *testing.T) {
+		t.Parallel()
+		check(t, mode{name: "subreaper-uid65534", flag: "subreaper", rootless: true})
+	})
+}

@@ -93,6 +93,13 @@ Commands:
                                  first of -exit; CHILD is started in a new session
   sigparent [-sig SIG]           send SIG to the parent first thing; exit 0 once
                                  it comes back, 3 if it does not within 10 s
+  trace-parent                   try to take hold of the parent as a debugger
+                                 would: print "tid=T seize=RESULT" for each of
+                                 its threads (PTRACE_SEIZE, detached at once
+                                 when it works), "mem=RESULT" (open
+                                 /proc/PPID/mem for writing) and "vm=RESULT"
+                                 (process_vm_readv of one byte); RESULT is OK
+                                 or the errno's name
 
 Flags every command accepts (applied in this order):
   -ignore-term         ignore SIGTERM
@@ -975,6 +982,61 @@ func pidsInner(args []string) error {
 func init() {
 	commands["catch"] = cmdCatch
 	commands["sigparent"] = cmdSigparent
+	commands["trace-parent"] = cmdTraceParent
+}
+
+// cmdTraceParent is a hostile runner: with corral's own uid, it tries to
+// attach to each of its parent's threads, to open the parent's memory and
+// to read it, and reports what the kernel said.
+func cmdTraceParent(fs *flag.FlagSet) func(*common) error {
+	return func(c *common) error {
+		if err := c.setup(false); err != nil {
+			return err
+		}
+		ppid := os.Getppid()
+		result := func(err error) string {
+			if err == nil {
+				return "OK"
+			}
+			var errno syscall.Errno
+			if errors.As(err, &errno) {
+				return unix.ErrnoName(errno)
+			}
+			return err.Error()
+		}
+		entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", ppid))
+		if err != nil {
+			return err
+		}
+		for _, ent := range entries {
+			tid, err := strconv.Atoi(ent.Name())
+			if err != nil {
+				continue
+			}
+			err = unix.PtraceSeize(tid)
+			if err == nil {
+				_ = unix.PtraceDetach(tid)
+			}
+			fmt.Printf("tid=%d seize=%s\n", tid, result(err))
+		}
+		mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", ppid), os.O_RDWR, 0)
+		if err == nil {
+			mem.Close()
+		}
+		fmt.Printf("mem=%s\n", result(err))
+		// Any mapped address will do: the check comes before the copy.
+		var local [1]byte
+		var remote uintptr
+		if maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", ppid)); err == nil {
+			start, _, _ := strings.Cut(string(maps), "-")
+			v, _ := strconv.ParseUint(start, 16, 64)
+			remote = uintptr(v)
+		}
+		_, err = unix.ProcessVMReadv(ppid, []unix.Iovec{{Base: &local[0], Len: 1}},
+			[]unix.RemoteIovec{{Base: remote, Len: 1}}, 0)
+		fmt.Printf("vm=%s\n", result(err))
+		return nil
+	}
 }
 
 // cmdCatch logs the signals it is told to catch: those of -keep are

@@ -67,6 +67,9 @@ func (e *Engine) Abandon() {
 // Prepare must have been called.
 func (e *Engine) Run(jobs reaper.JobControl, ownsNamespace bool) (int, error) {
 	defer e.removeCgroup() // whatever ends the run: setup failure, cancel, teardown
+	if err := guardFromRunner(); err != nil {
+		return exitstatus.Setup, err
+	}
 	var state *statefile.Writer
 	if e.plan.StatePath != "" {
 		state = statefile.Open(e.plan.StatePath, e.p.Stderr)
@@ -104,6 +107,27 @@ func (e *Engine) start() (int, error) {
 	pid, err := e.starter.Start(e)
 	_ = unix.Chdir("/")
 	return pid, err
+}
+
+// guardFromRunner makes this process non-dumpable before the runner
+// exists, so that the runner cannot attach to it, open its memory or read
+// it (ptrace, /proc/PID/mem, process_vm_readv) without CAP_SYS_PTRACE,
+// which it never has. The kernel would otherwise allow all three to a
+// process with the same uid whose target thread holds no capability the
+// runner lacks, and this process always has such a thread: the starter
+// (package runner) dropped every capability to fork the runner, and
+// stays; as an unprivileged user, every thread is one. Through it, the
+// runner could write into the memory every other thread runs from, and
+// so act with corral's privileges and outside its own seccomp filter and
+// Landlock domain. The flag belongs to the address space, which the
+// runner's execve replaces: the runner itself is dumpable as usual. Its
+// cost: this process's /proc files belong to root, as those of a setuid
+// program do, and a debugger needs CAP_SYS_PTRACE to attach to corral.
+func guardFromRunner() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return &stage.SetupError{Step: "keep the runner from tracing corral (prctl PR_SET_DUMPABLE 0)", Err: err}
+	}
+	return nil
 }
 
 // stateWriter is w as the engine's StateWriter: nil when there is no state
