@@ -31,24 +31,37 @@ import (
 // --allow-new-privs has neither: the documented exception, in which the
 // runner starts without the filter (filtered is false). Any other failure
 // to install it is a setup error: the runner never starts unprotected.
-func restrictRunner(p stage.Privileges) (filtered bool, err error) {
+func restrictRunner(p stage.Privileges) (restricted, error) {
+	var r restricted
 	if p.AllowNewPrivs && stage.HoldsCap(capability.CAP_SYS_ADMIN) {
 		if err := installFilter(p); err != nil {
-			return false, err
+			return r, err
 		}
-		filtered = true
+		r.filtered = true
 	}
-	if err := applyPrivileges(p); err != nil {
-		return filtered, err
+	status, err := applyPrivileges(p)
+	if err != nil {
+		return r, err
 	}
-	if filtered {
-		return true, nil
+	r.traced = status["TracerPid"] != 0
+	if r.filtered {
+		return r, nil
 	}
 	err = installFilter(p)
 	if p.AllowNewPrivs && p.Sockets == nil && errors.Is(err, unix.EACCES) {
-		return false, nil
+		return r, nil
 	}
-	return err == nil, err
+	r.filtered = err == nil
+	return r, err
+}
+
+// restricted is what restrictRunner did and found.
+type restricted struct {
+	filtered bool // the runner's seccomp filter is on the thread
+	// traced: a debugger or strace traces the thread, so a child of it
+	// may be traced from its fork (strace -f), and PTRACE_TRACEME would
+	// fail there: forkHeld does not try it.
+	traced bool
 }
 
 // installFilter installs the runner's one seccomp filter: the TIOCSTI

@@ -16,35 +16,36 @@ import (
 // bounding set (needs CAP_SETPCAP, which the capset drops), the permitted,
 // effective and inheritable sets, the ambient set (needs its caps in
 // permitted and inheritable), then no_new_privs; then it reads the result
-// back and refuses to go on with more than was asked.
-func applyPrivileges(p stage.Privileges) error {
+// back and refuses to go on with more than was asked. It returns what it
+// read back.
+func applyPrivileges(p stage.Privileges) (threadStatus, error) {
 	for _, rl := range p.Rlimits {
 		// syscall.Setrlimit, not unix.Prlimit: Go restores the RLIMIT_NOFILE
 		// it saw at start-up across exec unless told through this call.
 		lim := syscall.Rlimit{Cur: rl.Soft, Max: rl.Hard}
 		if err := syscall.Setrlimit(rl.Resource, &lim); err != nil {
-			return &stage.SetupError{Step: "set " + rl.String(), Err: err,
+			return nil, &stage.SetupError{Step: "set " + rl.String(), Err: err,
 				Hint: "raising a hard limit needs CAP_SYS_RESOURCE; keep HARD at or below the current one"}
 		}
 	}
 
 	held, err := stage.ThreadCaps()
 	if err != nil {
-		return &stage.SetupError{Step: "read capabilities", Err: err}
+		return nil, &stage.SetupError{Step: "read capabilities", Err: err}
 	}
 	// Every set is written whole below, so nothing is loaded into caps:
 	// its Load would read and scan /proc/self/status for what capget
 	// already answered.
 	caps, err := capability.NewPid2(0)
 	if err != nil {
-		return &stage.SetupError{Step: "read capabilities", Err: err}
+		return nil, &stage.SetupError{Step: "read capabilities", Err: err}
 	}
 	hadSetpcap := held.Effective&(1<<uint(capability.CAP_SETPCAP)) != 0
 	keep := make([]capability.Cap, 0, len(p.Keep))
 	for _, c := range p.Keep {
 		keep = append(keep, capability.Cap(c))
 		if held.Permitted&(1<<uint(c)) == 0 {
-			return &stage.SetupError{Step: "keep " + stage.CapName(c), Err: unix.EPERM,
+			return nil, &stage.SetupError{Step: "keep " + stage.CapName(c), Err: unix.EPERM,
 				Hint: "corral does not hold it; run corral as root, or in pidns mode where it owns a user namespace"}
 		}
 	}
@@ -55,22 +56,26 @@ func applyPrivileges(p stage.Privileges) error {
 	// leaves it as it is, and the check below decides whether that is safe.
 	for _, kind := range []capability.CapType{capability.BOUNDS, capability.CAPS, capability.AMBS} {
 		if err := caps.Apply(kind); err != nil {
-			return &stage.SetupError{Step: "drop capabilities (" + kind.String() + ")", Err: err}
+			return nil, &stage.SetupError{Step: "drop capabilities (" + kind.String() + ")", Err: err}
 		}
 	}
 	if !p.AllowNewPrivs {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return &stage.SetupError{Step: "set no_new_privs", Err: err}
+			return nil, &stage.SetupError{Step: "set no_new_privs", Err: err}
 		}
 	}
 	return verifyPrivileges(p, hadSetpcap)
 }
 
+// threadStatus is what the read-back found: the Cap* sets, NoNewPrivs and
+// TracerPid.
+type threadStatus map[string]uint64
+
 // verifyPrivileges reads the thread's sets back from the kernel.
-func verifyPrivileges(p stage.Privileges, hadSetpcap bool) error {
+func verifyPrivileges(p stage.Privileges, hadSetpcap bool) (threadStatus, error) {
 	status, err := readThreadStatus()
 	if err != nil {
-		return &stage.SetupError{Step: "verify privileges", Err: err}
+		return nil, &stage.SetupError{Step: "verify privileges", Err: err}
 	}
 	var want uint64
 	for _, c := range p.Keep {
@@ -78,7 +83,7 @@ func verifyPrivileges(p stage.Privileges, hadSetpcap bool) error {
 	}
 	for _, set := range []string{"CapInh", "CapPrm", "CapEff", "CapAmb"} {
 		if got := status[set]; got != want {
-			return &stage.SetupError{Step: "verify privileges", Err: fmt.Errorf("%s is %016x, want %016x", set, got, want)}
+			return nil, &stage.SetupError{Step: "verify privileges", Err: fmt.Errorf("%s is %016x, want %016x", set, got, want)}
 		}
 	}
 	if got := status["CapBnd"]; got&^want != 0 {
@@ -89,24 +94,24 @@ func verifyPrivileges(p stage.Privileges, hadSetpcap bool) error {
 		// inherited, since it can never be cleared.
 		switch {
 		case hadSetpcap:
-			return &stage.SetupError{Step: "drop the bounding set", Err: fmt.Errorf("CapBnd is %016x, want %016x", got, want)}
+			return nil, &stage.SetupError{Step: "drop the bounding set", Err: fmt.Errorf("CapBnd is %016x, want %016x", got, want)}
 		case p.AllowNewPrivs && status["NoNewPrivs"] != 1:
-			return &stage.SetupError{Step: "drop the bounding set", Err: fmt.Errorf("CapBnd is %016x, want %016x", got, want),
+			return nil, &stage.SetupError{Step: "drop the bounding set", Err: fmt.Errorf("CapBnd is %016x, want %016x", got, want),
 				Hint: "corral lacks CAP_SETPCAP, so it cannot shrink the bounding set, and with --allow-new-privs a setuid or file-capability program could gain what is left in it; drop --allow-new-privs"}
 		}
 	}
 	// With --allow-new-privs, NoNewPrivs may still be 1 when corral itself
 	// inherited it: it cannot be cleared, and it only takes privilege away.
 	if nnp := status["NoNewPrivs"]; !p.AllowNewPrivs && nnp != 1 {
-		return &stage.SetupError{Step: "verify privileges", Err: fmt.Errorf("NoNewPrivs is %d", nnp)}
+		return nil, &stage.SetupError{Step: "verify privileges", Err: fmt.Errorf("NoNewPrivs is %d", nnp)}
 	}
-	return nil
+	return status, nil
 }
 
-// readThreadStatus returns the Cap* sets (hex) and NoNewPrivs of this
-// thread, read with open, read and close alone (proc.ReadStatus), not
-// through the runtime's poller.
-func readThreadStatus() (map[string]uint64, error) {
+// readThreadStatus returns the Cap* sets (hex), NoNewPrivs and TracerPid
+// of this thread, read with open, read and close alone (proc.ReadStatus),
+// not through the runtime's poller.
+func readThreadStatus() (threadStatus, error) {
 	fields, err := proc.ReadStatus("/proc/thread-self/status")
 	if err != nil {
 		return nil, err
@@ -115,13 +120,17 @@ func readThreadStatus() (map[string]uint64, error) {
 }
 
 // parseStatus takes the numbers verifyPrivileges checks out of a status
-// file: the Cap* sets (hex) and NoNewPrivs, each required.
-func parseStatus(text string) (map[string]uint64, error) {
+// file: the Cap* sets (hex) and NoNewPrivs, each required, and TracerPid.
+func parseStatus(text string) (threadStatus, error) {
 	return statusNumbers(proc.ParseStatus(text))
 }
 
-func statusNumbers(fields map[string]string) (map[string]uint64, error) {
-	out := map[string]uint64{}
+func statusNumbers(fields map[string]string) (threadStatus, error) {
+	out := threadStatus{}
+	// TracerPid is only informative (forkHeld): absent, it is 0.
+	if v, err := strconv.ParseUint(fields["TracerPid"], 10, 64); err == nil {
+		out["TracerPid"] = v
+	}
 	for _, k := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs"} {
 		value, ok := fields[k]
 		if !ok {

@@ -22,3 +22,15 @@ func TestParseStatus(t *testing.T) {
 		t.Fatal("parseStatus accepted a malformed set")
 	}
 }
+
+// TracerPid is read with the sets, for forkHeld; a status without it
+// (not a kernel's) reads as untraced rather than failing the run.
+func TestParseStatusTracer(t *testing.T) {
+	sets := "CapInh:\t0\nCapPrm:\t0\nCapEff:\t0\nCapBnd:\t0\nCapAmb:\t0\nNoNewPrivs:\t1\n"
+	for text, want := range map[string]uint64{sets + "TracerPid:\t4242\n": 4242, sets + "TracerPid:\t0\n": 0, sets: 0} {
+		got, err := parseStatus(text)
+		if err != nil || got["TracerPid"] != want {
+			t.Errorf("parseStatus(%q) TracerPid = %d, %v; want %d", text, got["TracerPid"], err, want)
+		}
+	}
+}

@@ -112,16 +112,17 @@ func newStarter(p *stage.Proc, plan *stage.Plan, terminal bool) *starter {
 		// Privileges, then the TIOCSTI filter (confine.go); then the
 		// caller's mask, which ForkExec gives the child from the forking
 		// thread (this one forks nothing else).
-		filtered, err := restrictRunner(privileges)
+		restriction, err := restrictRunner(privileges)
 		if err == nil {
 			err = stage.SetThreadMask(mask)
 		}
 		cg := <-s.fork
 		if err == nil {
-			if !filtered {
+			if !restriction.filtered {
 				p.Logf("--allow-new-privs without CAP_SYS_ADMIN: the kernel takes no seccomp filter, so the runner may use TIOCSTI")
 			}
-			s.done <- forkHeld(path, args, dir, env, sys, cg, !privileges.AllowNewPrivs, sigs.Wait)
+			hold := !privileges.AllowNewPrivs && !restriction.traced
+			s.done <- forkHeld(path, args, dir, env, sys, cg, hold, sigs.Wait)
 		} else {
 			s.done <- starterResult{}
 		}
@@ -142,9 +143,12 @@ func (s *starter) start(cg int) starterResult {
 // runner) is the slow part of a start; done under ptrace (PTRACE_TRACEME,
 // so the runner stops at the SIGTRAP of its execve, before any of its
 // code), it overlaps with what ready waits for, and the runner goes on
-// from PTRACE_DETACH without ever seeing the SIGTRAP. Only with
-// no_new_privs, under which a traced exec grants exactly what an untraced
-// one does (a setuid bit is ignored either way); and where ptrace is
+// from PTRACE_DETACH without ever seeing the SIGTRAP. Only with hold,
+// which the starter gives only with no_new_privs, under which a traced
+// exec grants exactly what an untraced one does (a setuid bit is ignored
+// either way), and only when no debugger traces the starter (under
+// strace -f the child is strace's from its fork, and PTRACE_TRACEME would
+// fail after a wasted fork and exec). Without it, and where ptrace is
 // refused (a seccomp profile, Yama's ptrace_scope 2 or 3), the runner is
 // forked once ready returned. It runs on the thread that will stay the
 // tracer: the calling goroutine must be locked to it.
@@ -152,7 +156,7 @@ func (s *starter) start(cg int) starterResult {
 // cg (-1: none) is the run's cgroup, which the runner starts in (clone3's
 // CLONE_INTO_CGROUP, in the same SysProcAttr as the ptrace request); where
 // the kernel refuses that and a start outside works, the result says so.
-func forkHeld(path string, args []string, dir string, env []string, sys *syscall.SysProcAttr, cg int, nnp bool, ready func()) starterResult {
+func forkHeld(path string, args []string, dir string, env []string, sys *syscall.SysProcAttr, cg int, hold bool, ready func()) starterResult {
 	untraced := &syscall.SysProcAttr{}
 	if sys != nil {
 		*untraced = *sys
@@ -168,7 +172,7 @@ func forkHeld(path string, args []string, dir string, env []string, sys *syscall
 		}
 		return pid, err
 	}
-	if nnp {
+	if hold {
 		attr.Sys = &traced
 		pid, err := fork()
 		if err == nil {
