@@ -10,10 +10,11 @@ package sandbox
 //	                    the kernel cannot have the policy; -v and the one
 //	                    warning line. The parent watch (parent.go).
 //	runner's thread     package runner: the privilege drop and Restrict in
-//	                    the exec stage, just before its execve; never on a
-//	                    thread of corral's own process (MayForkFromEngine).
-//	                    In pidns mode the stage is the init's child, after
-//	                    the fresh /proc is mounted.
+//	                    the exec stage, just before its execve; on a
+//	                    thread of corral's own process only for a policy
+//	                    of TCP ports alone (MayForkFromEngine). In pidns
+//	                    mode the stage is the init's child, after the
+//	                    fresh /proc is mounted.
 //	engine              Config.Timeout (reaper/timeout.go).
 //
 // The policy fails closed at both ends: the preview refuses a kernel

@@ -527,11 +527,13 @@ func parentOf(pid int) int {
 // code in corral's other threads, which keep corral's privileges and are
 // outside the runner's seccomp filter. Every mode, and subreaper mode as an
 // unprivileged user, where every thread of corral is as unprivileged as
-// the runner. There is no Yama on these machines to stop it either.
+// the runner. There is no Yama on these machines to stop it either. With
+// --net none in subreaper mode the starter thread is in the runner's
+// Landlock domain too, which lets a domain trace its own members.
 func TestRunnerCannotTraceCorral(t *testing.T) {
-	check := func(t *testing.T, m mode) {
+	check := func(t *testing.T, m mode, extra ...string) {
 		e := newEnv(t, m)
-		res := e.run(e.args(opts("", "0.1"), e.helper("trace-parent")))
+		res := e.run(e.args(opts("", "0.1", extra...), e.helper("trace-parent")))
 		wantCode(t, res, 0)
 		threads := 0
 		for _, line := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
@@ -554,9 +556,16 @@ func TestRunnerCannotTraceCorral(t *testing.T) {
 		}
 		e.assertGone()
 	}
-	forEachMode(t, check)
-	t.Run("subreaper-uid65534", func(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) { check(t, m) })
+	unprivileged := mode{name: "subreaper-uid65534", flag: "subreaper", rootless: true}
+	t.Run(unprivileged.name, func(t *testing.T) {
 		t.Parallel()
-		check(t, mode{name: "subreaper-uid65534", flag: "subreaper", rootless: true})
+		check(t, unprivileged)
 	})
+	for _, m := range []mode{modes[0], unprivileged} {
+		t.Run(m.name+"-net-none", func(t *testing.T) {
+			t.Parallel()
+			check(t, m, "--net", "none")
+		})
+	}
 }

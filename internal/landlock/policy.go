@@ -55,6 +55,10 @@ func (p Policy) restrictsFS() bool { return len(p.Writable) > 0 || p.ReadOnly ||
 // Active reports whether p restricts anything.
 func (p Policy) Active() bool { return p.restrictsFS() || p.IsolateIPC || p.Net != nil }
 
+// NetOnly reports whether p restricts TCP ports and nothing else: no path
+// to resolve, no scope.
+func (p Policy) NetOnly() bool { return p.Net != nil && !p.restrictsFS() && !p.IsolateIPC }
+
 // PolicyError is a policy that cannot be applied as given: a path that does
 // not exist or cannot be used, or options that contradict each other. It is
 // the caller's mistake, not the kernel's (a usage error at the command line).

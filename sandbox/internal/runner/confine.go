@@ -88,19 +88,29 @@ func installFilter(p stage.Privileges) error {
 }
 
 // MayForkFromEngine reports whether the runner may be forked from a
-// thread of corral's own process (the starter). Not with a Landlock
-// policy: the thread that forks must carry the runner's domain, and a
-// thread of corral in the runner's domain is one the runner may signal
-// with tgkill (a SIGKILL to one thread kills the whole of corral, defeating
-// --isolate-ipc) and ptrace-attach where its uid and Yama allow (Landlock
-// lets a domain trace its own members), from which corral's memory, and
-// every unrestricted thread, would be the runner's. The exec stage is a
-// process of its own that becomes the runner, so the domain never touches
-// corral; it costs one Go runtime start.
-func MayForkFromEngine(plan *stage.Plan) bool { return !plan.Privileges.Landlock.Active() }
+// thread of corral's own process (the starter). With a Landlock policy,
+// the thread that forks must carry the runner's domain, and then a thread
+// of corral is in it. That is allowed only for a policy of TCP ports
+// alone (subreaper mode's --net none and --allow-net), which neither
+// scopes signals nor resolves paths: being in the domain gives the runner
+// nothing over that thread that its uid did not (Landlock only restricts;
+// tracing it is refused because corral's process is not dumpable,
+// supervise.guardFromRunner), and the exec stage would cost a second Go
+// runtime start. Not with --isolate-ipc: a corral thread inside the scope
+// is one the runner may tgkill, and a SIGKILL to one thread kills the
+// whole of corral. Not with filesystem rules: their paths are resolved
+// where the exec stage runs, in the runner's working directory and, in
+// pidns mode, after the init's mounts, which the starter precedes. The
+// exec stage is a process of its own that becomes the runner, so the
+// domain never touches corral.
+func MayForkFromEngine(plan *stage.Plan) bool {
+	pol := plan.Privileges.Landlock
+	return !pol.Active() || pol.NetOnly()
+}
 
-// confineRunner applies p to the calling thread of the exec stage, which
-// then execs the runner: the privilege drop and the TIOCSTI filter
+// confineRunner applies p to the calling thread, which then starts the
+// runner (the exec stage's, or the starter's for a policy of TCP ports
+// alone, MayForkFromEngine): the privilege drop and the TIOCSTI filter
 // (restrictRunner) and the Landlock policy. The kernel takes a Landlock policy only from a thread
 // with no_new_privs or CAP_SYS_ADMIN (in its user namespace), so it goes on
 // after the drop, which sets no_new_privs, unless --allow-new-privs asks
@@ -109,23 +119,22 @@ func MayForkFromEngine(plan *stage.Plan) bool { return !plan.Privileges.Landlock
 // namespace, which the stage inherits). A thread with neither cannot have
 // it, and the runner is not started. The stage runs after the init's
 // mounts, so the rules bind the fresh /proc of a new PID namespace.
-func confineRunner(p stage.Privileges) error {
+func confineRunner(p stage.Privileges) (restricted, error) {
 	pol := p.Landlock
 	if !pol.Active() {
-		_, err := restrictRunner(p)
-		return err
+		return restrictRunner(p)
 	}
 	if p.AllowNewPrivs && stage.HoldsCap(capability.CAP_SYS_ADMIN) {
 		if err := restrictLandlock(pol, false); err != nil {
-			return err
+			return restricted{}, err
 		}
-		_, err := restrictRunner(p)
-		return err
+		return restrictRunner(p)
 	}
-	if _, err := restrictRunner(p); err != nil {
-		return err
+	r, err := restrictRunner(p)
+	if err != nil {
+		return r, err
 	}
-	return restrictLandlock(pol, p.AllowNewPrivs)
+	return r, restrictLandlock(pol, p.AllowNewPrivs)
 }
 
 // restrictLandlock enforces pol on the calling thread.

@@ -31,7 +31,7 @@ func ExecMain() {
 	}
 	start := msg.(*stage.ExecStart)
 	// Privileges, the TIOCSTI filter and Landlock (confine.go).
-	if err := confineRunner(start.Privileges); err != nil {
+	if _, err := confineRunner(start.Privileges); err != nil {
 		fail(exitstatus.Setup, err)
 	}
 	// Last, on the thread that execs: the Go runtime unblocked signals on

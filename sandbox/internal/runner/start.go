@@ -109,10 +109,10 @@ func newStarter(p *stage.Proc, plan *stage.Plan, terminal bool) *starter {
 	path, args, dir, env, sys := plan.Path, plan.Args, plan.Dir, plan.Env, runnerSys(terminal)
 	go func() {
 		runtime.LockOSThread() // never unlocked, and this goroutine never returns
-		// Privileges, then the TIOCSTI filter (confine.go); then the
-		// caller's mask, which ForkExec gives the child from the forking
-		// thread (this one forks nothing else).
-		restriction, err := restrictRunner(privileges)
+		// Privileges, then the TIOCSTI filter and a policy of TCP ports
+		// (confine.go); then the caller's mask, which ForkExec gives the
+		// child from the forking thread (this one forks nothing else).
+		restriction, err := confineRunner(privileges)
 		if err == nil {
 			err = stage.SetThreadMask(mask)
 		}
