@@ -84,10 +84,19 @@ func TestCorralLeavesTheCallersDirectory(t *testing.T) {
 // markedShell is the pid of the one shell carrying marker: the runner.
 func markedShell(t *testing.T, marker string) int {
 	t.Helper()
-	var found []int
+	shells := map[int]bool{}
 	for _, p := range markedProcs(marker) {
 		if strings.HasPrefix(p.cmdline, "/bin/sh ") {
-			found = append(found, p.pid)
+			shells[p.pid] = true
+		}
+	}
+	// The shell forks a child for each sleep, which carries the same
+	// command line until it execs: the runner is the shell whose parent
+	// is not one of them.
+	var found []int
+	for pid := range shells {
+		if !shells[parentOf(pid)] {
+			found = append(found, pid)
 		}
 	}
 	if len(found) != 1 {
