@@ -174,3 +174,45 @@ func inetSockets(t *testing.T, pid int) []string {
 	}
 	return found
 }
+
+// Under a tracer that follows forks (strace -f), the runner is the
+// tracer's from its fork, so the ptrace hold's PTRACE_TRACEME would fail
+// after a whole fork and exec (two, with the cgroup retry). The starter
+// reads that it is traced and forks the runner once, untraced; the run is
+// the same.
+func TestTracedCorralForksTheRunnerOnce(t *testing.T) {
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		missingFeature(t, "strace is not installed (.ci/run installs it)")
+	}
+	e := newEnv(t, modes[0]) // subreaper, as root: the starter thread forks the runner
+	dir := t.TempDir()
+	cmd := e.command(e.args(nil, e.helper("exit", "-code", "7")))
+	cmd.Args = append([]string{strace, "-ff", "-qq", "-e", "trace=clone,clone3", "-o", filepath.Join(dir, "trace"), corralBin}, cmd.Args[1:]...)
+	cmd.Path = strace
+	res := e.startCmd(cmd).wait(corralTimeout)
+	wantCode(t, res, 7)
+	e.assertGone()
+
+	// Processes created: clones without CLONE_THREAD that returned a pid.
+	created := 0
+	files, _ := filepath.Glob(filepath.Join(dir, "trace.*"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if !strings.HasPrefix(line, "clone") || strings.Contains(line, "CLONE_THREAD") {
+				continue
+			}
+			_, ret, ok := strings.Cut(line, ") = ")
+			if n, err := strconv.Atoi(strings.Fields(ret + " x")[0]); ok && err == nil && n > 0 {
+				created++
+			}
+		}
+	}
+	if created != 1 {
+		t.Errorf("corral under strace -f created %d processes, want 1 (the runner); traces in %d files", created, len(files))
+	}
+}
