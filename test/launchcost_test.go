@@ -181,38 +181,75 @@ func inetSockets(t *testing.T, pid int) []string {
 // reads that it is traced and forks the runner once, untraced; the run is
 // the same.
 func TestTracedCorralForksTheRunnerOnce(t *testing.T) {
+	calls := straceRun(t, "trace=clone,clone3")
+	created := 0
+	for _, line := range calls {
+		// Processes created: clones without CLONE_THREAD that returned a pid.
+		if !strings.HasPrefix(line, "clone") || strings.Contains(line, "CLONE_THREAD") {
+			continue
+		}
+		_, ret, ok := strings.Cut(line, ") = ")
+		if n, err := strconv.Atoi(strings.Fields(ret + " x")[0]); ok && err == nil && n > 0 {
+			created++
+		}
+	}
+	if created != 1 {
+		t.Errorf("corral under strace -f created %d processes, want 1 (the runner):\n%s", created, strings.Join(calls, "\n"))
+	}
+}
+
+// The network policy's Landlock rules in subreaper mode are TCP ports
+// alone: they go on the starter thread, and the runner is exec'd once,
+// without a re-executed exec stage (a second Go runtime start) before it.
+func TestNetNoneStartsNoExecStage(t *testing.T) {
+	calls := straceRun(t, "trace=execve", "--net", "none")
+	var execs []string
+	for _, line := range calls {
+		if strings.HasPrefix(line, "execve(") && !strings.Contains(line, "= -1") {
+			execs = append(execs, line)
+		}
+	}
+	// corral's own execve (strace starts it) and the runner's.
+	helpers := 0
+	for _, line := range execs {
+		if strings.HasPrefix(line, "execve(\""+helperBin+"\"") {
+			helpers++
+		}
+	}
+	if len(execs) != 2 || helpers != 1 {
+		t.Errorf("under --net none, want corral's execve and the runner's, got:\n%s", strings.Join(execs, "\n"))
+	}
+}
+
+// straceRun runs corral (subreaper mode, as root) under strace -ff with
+// the given filter, a runner that exits 7, and the options opts, and
+// returns every line strace wrote for every thread and process.
+func straceRun(t *testing.T, filter string, opts ...string) []string {
+	t.Helper()
 	strace, err := exec.LookPath("strace")
 	if err != nil {
 		missingFeature(t, "strace is not installed (.ci/run installs it)")
 	}
-	e := newEnv(t, modes[0]) // subreaper, as root: the starter thread forks the runner
+	e := newEnv(t, modes[0])
 	dir := t.TempDir()
-	cmd := e.command(e.args(nil, e.helper("exit", "-code", "7")))
-	cmd.Args = append([]string{strace, "-ff", "-qq", "-e", "trace=clone,clone3", "-o", filepath.Join(dir, "trace"), corralBin}, cmd.Args[1:]...)
+	cmd := e.command(e.args(opts, e.helper("exit", "-code", "7")))
+	cmd.Args = append([]string{strace, "-ff", "-qq", "-e", filter, "-o", filepath.Join(dir, "trace"), corralBin}, cmd.Args[1:]...)
 	cmd.Path = strace
 	res := e.startCmd(cmd).wait(corralTimeout)
 	wantCode(t, res, 7)
 	e.assertGone()
-
-	// Processes created: clones without CLONE_THREAD that returned a pid.
-	created := 0
 	files, _ := filepath.Glob(filepath.Join(dir, "trace.*"))
+	var lines []string
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for line := range strings.SplitSeq(string(data), "\n") {
-			if !strings.HasPrefix(line, "clone") || strings.Contains(line, "CLONE_THREAD") {
-				continue
-			}
-			_, ret, ok := strings.Cut(line, ") = ")
-			if n, err := strconv.Atoi(strings.Fields(ret + " x")[0]); ok && err == nil && n > 0 {
-				created++
+			if line != "" {
+				lines = append(lines, line)
 			}
 		}
 	}
-	if created != 1 {
-		t.Errorf("corral under strace -f created %d processes, want 1 (the runner); traces in %d files", created, len(files))
-	}
+	return lines
 }
