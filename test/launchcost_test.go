@@ -188,9 +188,11 @@ func TestTracedCorralForksTheRunnerOnce(t *testing.T) {
 		if !strings.HasPrefix(line, "clone") || strings.Contains(line, "CLONE_THREAD") {
 			continue
 		}
-		_, ret, ok := strings.Cut(line, ") = ")
-		if n, err := strconv.Atoi(strings.Fields(ret + " x")[0]); ok && err == nil && n > 0 {
-			created++
+		_, ret, _ := strings.Cut(line, ") = ")
+		if fields := strings.Fields(ret); len(fields) > 0 {
+			if pid, err := strconv.Atoi(fields[0]); err == nil && pid > 0 {
+				created++
+			}
 		}
 	}
 	if created != 1 {
