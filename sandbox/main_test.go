@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/internal/wire"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"golang.org/x/sys/unix"
@@ -70,7 +71,7 @@ const jailEnv = "SANDBOX_TEST_JAIL"
 type jailResult struct {
 	Status  int
 	Error   string
-	Setup   bool // errors.As(err, *SetupError)
+	Setup   bool // errors.As(err, *setuperr.SetupError)
 	IsEPERM bool
 	IsNOSPC bool
 }
@@ -117,10 +118,10 @@ func jailedLaunch(jail string) int {
 		mode = ModeAuto // a broken protocol never falls back
 	}
 	var stderr bytes.Buffer
-	status, err := Launch(Options{Mode: mode, Path: "/bin/true", Args: []string{"/bin/true"}, Stderr: &stderr, Grace: time.Second})
+	status, err := Launch(Options{Plan: Plan{Mode: mode, Path: "/bin/true", Args: []string{"/bin/true"}, Grace: time.Second}, Stderr: &stderr})
 	r := jailResult{Status: status}
 	if err != nil {
-		var setup *SetupError
+		var setup *setuperr.SetupError
 		r.Error, r.Setup = err.Error(), errors.As(err, &setup)
 		r.IsEPERM, r.IsNOSPC = errors.Is(err, unix.EPERM), errors.Is(err, unix.ENOSPC)
 	}

@@ -1,15 +1,18 @@
 package sandbox
 
 // The host side of the network policy (README.md, "Network policy"): the
-// egress proxy and the port forwards run in the process the caller
-// started, outside the runner's sandbox, on sockets made where the runner
-// lives. In pidns mode the init makes the proxy's and the --host-port
-// listening sockets inside the runner's network namespace and hands them
-// over the stage socket (a socket keeps its namespace, whoever holds it),
-// and each --publish connection gets a socket the init connected inside.
-// In subreaper mode the proxy listens on the host's loopback, and the
-// runner's socket filter and Landlock's TCP ports keep it to the proxy,
-// the --host-port ports and its --publish ports.
+// network session of one run. It opens before anything of the runner
+// exists (the rules, the log, the proxy), derives for each mode the plan
+// that mode's processes get (package plan, a pure function of the
+// caller's plan and what this process found), and serves the sockets made
+// where the runner lives. In pidns mode the init makes the proxy's and
+// the --host-port listening sockets inside the runner's network namespace
+// and hands them over the stage socket (a socket keeps its namespace,
+// whoever holds it), and each --publish connection is a request to the
+// init for a socket it connected inside. In subreaper mode the proxy
+// listens on the host's loopback, and the runner's socket filter and
+// Landlock's TCP ports keep it to the proxy, the --host-port ports and its
+// --publish ports.
 
 import (
 	"context"
@@ -18,56 +21,39 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/corral-sh/corral/internal/landlock"
-	"github.com/corral-sh/corral/internal/seccomp"
+	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/sandbox/internal/egress"
+	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 )
-
-// proxyPortInside is the proxy's port inside a new network namespace,
-// where nothing else listens yet: the first free of these past the
-// runner's own --host-port and --publish ports.
-const proxyPortInside = 3128
 
 // network is the host side's part of one run's network policy.
 type network struct {
 	p     *stage.Proc
-	plan  *stage.Network
-	proxy *egress.Proxy // nil: nothing to serve
+	run   *plan.Plan    // the caller's, as checked
+	proxy *egress.Proxy // nil: no network policy, nothing to serve
 	log   *egress.Log
-
-	// --publish in pidns mode: the host listeners, and the init's answers
-	// to the dials they wait on.
+	// published are pidns mode's --publish listeners on the host until the
+	// init can answer for them (attach).
 	published []net.Listener
-	mu        sync.Mutex
-	link      *stage.Link
-	nextID    uint64
-	pending   map[uint64]chan *stage.PublishConn
 }
 
 // openNetwork readies the host side of the network policy before anything
-// of the runner exists: the rules, the connection log.
-func openNetwork(p *stage.Proc, plan *stage.Plan) (*network, error) {
-	n := &network{p: p, plan: &plan.Net, pending: map[uint64]chan *stage.PublishConn{}}
-	if !plan.Isolated() {
+// of the runner exists: the rules (parsed once, by Options.check), the
+// connection log.
+func openNetwork(p *stage.Proc, run *plan.Plan, rules []egress.Rule) (*network, error) {
+	n := &network{p: p, run: run}
+	if !run.Isolated() {
 		return n, nil
 	}
-	var rules []egress.Rule
-	for _, d := range plan.Net.Allow {
-		r, err := egress.ParseRule(d)
+	if run.Net.LogPath != "" {
+		log, err := egress.OpenLog(run.Net.LogPath)
 		if err != nil {
-			return nil, &SetupError{Step: "network policy", Err: err}
-		}
-		rules = append(rules, r)
-	}
-	if plan.Net.LogPath != "" {
-		log, err := egress.OpenLog(plan.Net.LogPath)
-		if err != nil {
-			return nil, &SetupError{Step: "open the connection log " + plan.Net.LogPath, Err: err,
+			return nil, &setuperr.SetupError{Step: "open the connection log " + run.Net.LogPath, Err: err,
 				Hint: "--net-log creates a new file (mode 0600) and never follows a symlink; give a path in a directory you may write"}
 		}
 		n.log = log
@@ -79,72 +65,47 @@ func openNetwork(p *stage.Proc, plan *stage.Plan) (*network, error) {
 // close ends every proxied connection and forward and removes every
 // listener, before corral exits.
 func (n *network) close() {
-	if n == nil || n.proxy == nil {
+	if n.proxy == nil {
 		return
 	}
-	n.closePublished()
+	n.abandon()
 	n.proxy.Close()
 	if n.log != nil {
 		n.log.Close()
 	}
 }
 
-// closePublished removes the --publish listeners of a pidns attempt that
-// did not start (auto mode then runs subreaper mode, where the runner
-// listens on the host itself).
-func (n *network) closePublished() {
+// forPidns is the plan of a pidns attempt, and the host's --publish
+// listeners, made before the init exists: a port already taken on the
+// host is a setup error.
+func (n *network) forPidns() (plan.Plan, error) {
+	for _, port := range n.run.Net.Publish {
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
+		if err != nil {
+			n.abandon()
+			return plan.Plan{}, &setuperr.SetupError{Step: fmt.Sprintf("--publish %d: listen on the host's 127.0.0.1:%d", port, port), Err: unwrapSyscall(err),
+				Hint: "another program listens there; stop it or publish another port"}
+		}
+		n.published = append(n.published, l)
+	}
+	return n.run.ForPidns(), nil
+}
+
+// abandon removes the --publish listeners of a pidns attempt that did not
+// start (auto mode then runs subreaper mode, where the runner listens on
+// the host itself).
+func (n *network) abandon() {
 	for _, l := range n.published {
 		l.Close()
 	}
 	n.published = nil
 }
 
-// forPidns returns the plan the init gets: a network namespace for any
-// network policy and, with a proxy, the runner's environment naming it at
-// its address inside.
-func (n *network) forPidns(plan stage.Plan) stage.Plan {
-	// An allowlist is a network namespace too: the proxy is its only way
-	// out.
-	plan.Namespaces.Net = plan.Isolated()
-	if !plan.Net.Proxy() {
-		return plan
-	}
-	port := proxyPortInside
-	for taken(plan.Net, port) {
-		port++
-	}
-	plan.Net.ProxyAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	plan.Env = stage.WithProxyEnv(plan.Env, plan.Net.ProxyAddr)
-	return plan
-}
-
-func taken(n stage.Network, port int) bool {
-	for _, p := range append(append([]uint16{}, n.HostPorts...), n.Publish...) {
-		if int(p) == port {
-			return true
-		}
-	}
-	return false
-}
-
-// listenPublished makes the host's --publish listeners, before the init
-// exists: a port already taken on the host is a setup error.
-func (n *network) listenPublished() error {
-	for _, port := range n.plan.Publish {
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
-		if err != nil {
-			return &SetupError{Step: fmt.Sprintf("--publish %d: listen on the host's 127.0.0.1:%d", port, port), Err: unwrapSyscall(err),
-				Hint: "another program listens there; stop it or publish another port"}
-		}
-		n.published = append(n.published, l)
-	}
-	return nil
-}
-
-// serveInside serves the listeners the init made inside the runner's
-// namespace: the proxy's, and one per --host-port, each dialled on the
-// host's loopback.
-func (n *network) serveInside(ls *stage.NetListeners) error {
+// fromInit serves the listeners the init made inside the runner's
+// namespace (its NetListeners, before it is ready): the proxy's, and one
+// per --host-port, each dialled on the host's loopback.
+func (n *network) fromInit(_ stage.Kind, msg any) error {
+	ls := msg.(*stage.NetListeners)
 	fds := ls.FDs
 	listen := func(fd int, name string) (net.Listener, error) {
 		f := os.NewFile(uintptr(fd), name)
@@ -154,7 +115,7 @@ func (n *network) serveInside(ls *stage.NetListeners) error {
 	if ls.ProxyAddr != "" {
 		l, err := listen(fds[0], "proxy listener")
 		if err != nil {
-			return &SetupError{Step: "serve the egress proxy's socket", Err: err}
+			return &setuperr.SetupError{Step: "serve the egress proxy's socket", Err: err}
 		}
 		n.proxy.Serve(l)
 		fds = fds[1:]
@@ -162,7 +123,7 @@ func (n *network) serveInside(ls *stage.NetListeners) error {
 	for i, port := range ls.HostPorts {
 		l, err := listen(fds[i], "host-port listener")
 		if err != nil {
-			return &SetupError{Step: fmt.Sprintf("serve --host-port %d", port), Err: err}
+			return &setuperr.SetupError{Step: fmt.Sprintf("serve --host-port %d", port), Err: err}
 		}
 		n.proxy.Forward(l, dialHost(port))
 	}
@@ -177,106 +138,60 @@ func dialHost(port uint16) egress.DialFunc {
 	}
 }
 
-// forwardPublished serves the --publish listeners once the init can
-// answer dials on link: each connection gets a socket the init connected
-// to the runner's server inside.
-func (n *network) forwardPublished(link *stage.Link) {
-	n.mu.Lock()
-	n.link = link
-	n.mu.Unlock()
+// attach hands the ready init's link to the session: each --publish
+// connection asks the init for a socket connected to the runner's server
+// inside. It reports whether the session needs the link read (someone
+// must follow it for the answers to arrive).
+func (n *network) attach(link *stage.Link) bool {
+	if len(n.published) == 0 {
+		return false
+	}
 	for i, l := range n.published {
-		n.proxy.Forward(l, n.dialInside(n.plan.Publish[i]))
+		n.proxy.Forward(l, dialInside(link, n.run.Net.Publish[i]))
 	}
 	n.published = nil // the proxy owns and closes them now
+	return true
 }
 
-func (n *network) dialInside(port uint16) egress.DialFunc {
+func dialInside(link *stage.Link, port uint16) egress.DialFunc {
 	return func(ctx context.Context) (net.Conn, error) {
-		reply := make(chan *stage.PublishConn, 1)
-		n.mu.Lock()
-		n.nextID++
-		id := n.nextID
-		n.pending[id] = reply
-		link := n.link
-		n.mu.Unlock()
-		defer func() {
-			n.mu.Lock()
-			delete(n.pending, id)
-			n.mu.Unlock()
-		}()
-		if err := link.Send(stage.MsgPublishDial, &stage.PublishDial{ID: id, Port: port}); err != nil {
-			return nil, fmt.Errorf("ask the init for a connection: %w", err)
-		}
-		select {
-		case c := <-reply:
-			if c.Errno != 0 {
-				return nil, syscall.Errno(c.Errno)
-			}
-			f := os.NewFile(uintptr(c.FDs[0]), "published connection")
-			defer f.Close()
-			return net.FileConn(f)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(10 * time.Second):
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		r, err := link.Call(ctx, stage.MsgPublishDial, &stage.PublishDial{Port: port})
+		if errors.Is(err, context.DeadlineExceeded) {
 			return nil, errors.New("the init did not answer")
 		}
-	}
-}
-
-// answered routes the init's answer to the dial that waits for it; one no
-// dial waits for (it timed out) is closed.
-func (n *network) answered(c *stage.PublishConn) {
-	n.mu.Lock()
-	reply, ok := n.pending[c.ID]
-	n.mu.Unlock()
-	if ok {
-		reply <- c
-		return
-	}
-	for _, fd := range c.FDs {
-		syscall.Close(fd)
-	}
-}
-
-// forSubreaper returns the plan of a subreaper-mode run with the network
-// policy on the runner: the socket filter, Landlock's TCP ports where the
-// kernel has them (required for anything but --net none), and, with an
-// allowlist, the proxy on the host's loopback in the runner's environment.
-func (n *network) forSubreaper(plan stage.Plan) (stage.Plan, string, error) {
-	if !plan.Isolated() {
-		return plan, "", nil
-	}
-	tcp := plan.Net.Proxy() || len(plan.Net.HostPorts) > 0 || len(plan.Net.Publish) > 0
-	plan.Privileges.Sockets = &seccomp.SocketRules{AllowTCP: tcp}
-	info, err := landlock.Describe()
-	ports := err == nil && info.TCPPortRules()
-	if tcp && !ports {
-		why := "this kernel's Landlock has no TCP port rules (ABI 4, Linux 6.7)"
 		if err != nil {
-			why = err.Error()
+			return nil, fmt.Errorf("ask the init for a connection: %w", err)
 		}
-		return plan, "", &SetupError{Step: "network policy in subreaper mode", Err: stage.PlainError(why),
-			Hint: "--allow-net, --host-port and --publish need a network namespace (pidns mode) or Landlock's TCP port rules; corral does not run the command with more network than asked"}
+		c := r.(*stage.PublishConn)
+		if c.Errno != 0 {
+			return nil, syscall.Errno(c.Errno)
+		}
+		f := os.NewFile(uintptr(c.FDs[0]), "published connection")
+		defer f.Close()
+		return net.FileConn(f)
 	}
-	var connect []uint16
-	how := "seccomp socket filter"
-	if plan.Net.Proxy() {
+}
+
+// forSubreaper is the plan of a subreaper-mode run: with an allowlist the
+// proxy listens on the host's loopback first, so the plan can name it.
+func (n *network) forSubreaper() (plan.Plan, string, error) {
+	if !n.run.Isolated() {
+		return *n.run, "", nil
+	}
+	var found plan.Subreaper
+	info, err := landlock.Describe()
+	found.LandlockErr, found.LandlockABI, found.TCPPorts = err, info.ABI, err == nil && info.TCPPortRules()
+	if n.run.Net.Proxy() && found.TCPPorts { // without them ForSubreaper refuses
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return plan, "", &SetupError{Step: "listen for the egress proxy on the host's loopback", Err: unwrapSyscall(err)}
+			return plan.Plan{}, "", &setuperr.SetupError{Step: "listen for the egress proxy on the host's loopback", Err: unwrapSyscall(err)}
 		}
-		plan.Net.ProxyAddr = l.Addr().String()
-		plan.Env = stage.WithProxyEnv(plan.Env, plan.Net.ProxyAddr)
-		connect = append(connect, uint16(l.Addr().(*net.TCPAddr).Port))
+		found.ProxyAddr, found.ProxyPort = l.Addr().String(), uint16(l.Addr().(*net.TCPAddr).Port)
 		n.proxy.Serve(l)
-		how += ", egress proxy at " + plan.Net.ProxyAddr
 	}
-	if ports {
-		connect = append(connect, plan.Net.HostPorts...)
-		plan.Privileges.Landlock.Net = &landlock.NetPolicy{ConnectTCP: connect, BindTCP: plan.Net.Publish}
-		how += fmt.Sprintf(", Landlock ABI %d TCP ports (connect %v, bind %v)", info.ABI, connect, plan.Net.Publish)
-	}
-	return plan, how, nil
+	return n.run.ForSubreaper(found)
 }
 
 // unwrapSyscall keeps the errno of a net error, for SetupError's errno

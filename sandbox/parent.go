@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/corral-sh/corral/internal/proc"
+	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"golang.org/x/sys/unix"
 )
@@ -60,7 +61,7 @@ func WatchParent() *ParentWatch {
 		return w
 	}
 	if err != nil {
-		w.err = &SetupError{Step: "pidfd_open on corral's parent", Err: err, Hint: "--die-with-parent needs pidfds (Linux 5.3 or later)"}
+		w.err = &setuperr.SetupError{Step: "pidfd_open on corral's parent", Err: err, Hint: "--die-with-parent needs pidfds (Linux 5.3 or later)"}
 		return w
 	}
 	// The parent may have exited between getppid and pidfd_open, and its
@@ -73,7 +74,7 @@ func WatchParent() *ParentWatch {
 	}
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
-		w.err = &SetupError{Step: "watch corral's parent (pidfd)", Err: err}
+		w.err = &setuperr.SetupError{Step: "watch corral's parent (pidfd)", Err: err}
 		return w
 	}
 	w.file = os.NewFile(uintptr(fd), "pidfd of corral's parent")
@@ -98,23 +99,18 @@ func (w *ParentWatch) pollable() error {
 	return nil
 }
 
-// watchParent starts the watch of --die-with-parent.
-func (h *host) watchParent() error {
-	w := h.parent
-	if w == nil {
-		w = WatchParent()
-		h.parent = w
-	}
+// watch starts the watch of --die-with-parent, in the process p.
+func (w *ParentWatch) watch(p *stage.Proc) error {
 	if w.err != nil {
-		var s *SetupError
+		var s *setuperr.SetupError
 		if errors.As(w.err, &s) {
 			return s
 		}
-		return &SetupError{Step: "--die-with-parent", Err: stage.PlainError(w.err.Error())}
+		return &setuperr.SetupError{Step: "--die-with-parent", Err: setuperr.Plain(w.err.Error())}
 	}
-	h.Signals() // SIGTERM must be caught before it is sent
+	p.Signals() // SIGTERM must be caught before it is sent
 	cancel := func(why string) {
-		h.Logf("%s: cancelling the run as by SIGTERM", why)
+		p.Logf("%s: cancelling the run as by SIGTERM", why)
 		_ = unix.Kill(os.Getpid(), unix.SIGTERM)
 	}
 	if w.gone {
@@ -122,32 +118,32 @@ func (h *host) watchParent() error {
 		return nil
 	}
 	if err := w.pollable(); err != nil {
-		return &SetupError{Step: "watch corral's parent", Err: err}
+		return &setuperr.SetupError{Step: "watch corral's parent", Err: err}
 	}
 	rc, err := w.file.SyscallConn()
 	if err != nil {
-		return &SetupError{Step: "watch corral's parent", Err: err}
+		return &setuperr.SetupError{Step: "watch corral's parent", Err: err}
 	}
-	h.Logf("--die-with-parent: watching corral's parent, pid %d", w.pid)
+	p.Logf("--die-with-parent: watching corral's parent, pid %d", w.pid)
 	go func() {
 		exited := false
 		err := rc.Read(func(fd uintptr) bool {
 			// A pidfd has nothing to read; it polls readable once the
 			// process has exited. Not readable yet: back to the poller.
-			p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			n, err := unix.Poll(p, 0)
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(pfd, 0)
 			if errors.Is(err, unix.EINTR) {
 				return false
 			}
 			exited = n > 0
 			if err != nil {
-				h.Logf("--die-with-parent: poll the parent's pidfd: %v; no longer watching", err)
+				p.Logf("--die-with-parent: poll the parent's pidfd: %v; no longer watching", err)
 				return true
 			}
 			return exited
 		})
 		if err != nil {
-			h.Logf("--die-with-parent: wait for the parent's pidfd: %v; no longer watching", err)
+			p.Logf("--die-with-parent: wait for the parent's pidfd: %v; no longer watching", err)
 		}
 		if exited {
 			cancel(fmt.Sprintf("corral's parent (pid %d) exited", w.pid))

@@ -12,8 +12,10 @@ import (
 	"syscall"
 
 	"github.com/corral-sh/corral/internal/exitstatus"
+	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/reaper"
-	"github.com/corral-sh/corral/sandbox/internal/probe"
+	"github.com/corral-sh/corral/sandbox/internal/explain"
+	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
@@ -26,74 +28,35 @@ import (
 var initCaps = []int{int(capability.CAP_SYS_ADMIN), int(capability.CAP_NET_ADMIN), int(capability.CAP_SETPCAP)}
 
 // runPidns clones an init into new namespaces, forwards signals to it, and
-// returns its exit status. A *probe.UnavailableError means the namespaces
-// could not be made and nothing of the runner started.
-func (h *host) runPidns() (int, error) {
-	derived := h.net.forPidns(h.plan) // network.go
-	plan := &derived
-	userns := plan.Namespaces.User || !stage.HoldsCap(capability.CAP_SYS_ADMIN)
-	flags := cloneFlags(plan.Namespaces, userns)
-	sys := &syscall.SysProcAttr{
-		Cloneflags: flags,
-		// The kernel kills the init, and with it the whole namespace, when
-		// the thread that started it dies: that thread must be the one
-		// that lives as long as corral, hence LockOSThread below.
-		Pdeathsig: syscall.SIGKILL,
+// returns its exit status. A *explain.UnavailableError means the
+// namespaces could not be made and nothing of the runner started.
+func runPidns(p *stage.Proc, n *network) (int, error) {
+	run, err := n.forPidns() // network.go
+	if err != nil {
+		return exitstatus.Setup, err
 	}
-	if userns {
-		// Go writes the id maps through /proc: it must be this PID
-		// namespace's, and writable.
-		if err := probe.CheckProc(plan); err != nil {
-			return exitstatus.Setup, err
-		}
-		stage.MapCallerIDs(sys, append(append([]int{}, initCaps...), plan.Privileges.Keep...))
+	defer n.abandon() // what the init did not take over (network.go)
+	sys, userns, err := initAttr(&run)
+	if err != nil {
+		return exitstatus.Setup, err
 	}
-	term := openTerminal(h.Proc) // terminal mode (terminal.go)
+	term := openTerminal(p) // terminal mode (terminal.go)
 	// Terminal mode: the init must not sit in the foreground group, or the
 	// terminal's Ctrl-C would reach it as a cancel.
 	sys.Setpgid = term != nil
 	// Never unlocked: this goroutine (main) and its thread live until exit.
 	runtime.LockOSThread()
-	sigs := h.Signals()
-
-	if err := h.net.listenPublished(); err != nil { // network.go
-		return exitstatus.Setup, err
-	}
-	start := stage.InitStart{Plan: *plan, Terminal: term != nil, Mask: h.Caller.Mask,
-		CgroupOwner: os.Getpid()} // the name an operator sees outside
-	if userns {
-		start.ModeLine = fmt.Sprintf("mode pidns: new user, PID and mount namespaces, uid %d and gid %d mapped to themselves", os.Getuid(), os.Getgid())
-	} else {
-		start.ModeLine = "mode pidns: new PID and mount namespaces (no user namespace: corral holds CAP_SYS_ADMIN)"
-	}
-	if plan.Isolated() {
-		start.ModeLine += "; network: a network namespace of its own, loopback only" + proxyNote(plan.Net.ProxyAddr)
-	}
-	pid, link, err := stage.Spawn(stage.InitArg0, stage.MsgInitStart, start, syscall.ProcAttr{Sys: sys}, h.Caller)
+	sigs := p.Signals()
+	start := stage.InitStart{Plan: run, Terminal: term != nil, Mask: p.Caller.Mask,
+		CgroupOwner: os.Getpid(), // the name an operator sees outside
+		ModeLine:    modeLine(&run, userns)}
+	pid, link, err := stage.Spawn(stage.InitArg0, stage.MsgInitStart, start, syscall.ProcAttr{Sys: sys}, p.Caller)
 	if err != nil {
-		h.net.closePublished()
-		return exitstatus.Setup, probe.CloneFailure(plan, h.Caller, flags, userns, err)
+		return exitstatus.Setup, explain.CloneFailure(&run, p.Caller, sys.Cloneflags, userns, err)
 	}
-	ready, err := link.AwaitReplyWith(stage.StepInitReply, func(_ stage.Kind, msg any) error {
-		return h.net.serveInside(msg.(*stage.NetListeners))
-	})
-	follow := term != nil || len(plan.Net.Publish) > 0 // the link stays open after ready
-	if !follow || !ready {
+	if ready, err := link.AwaitReplyWith(stage.StepInitReply, n.fromInit); !ready {
 		link.Close()
-	}
-	if !ready {
-		h.net.closePublished()
-	}
-	if !ready {
-		if stage.IsProtocolError(err) {
-			// The init said what it must not: no fallback, nothing of it
-			// may go on.
-			_ = unix.Kill(pid, unix.SIGKILL)
-			waitInit(pid)
-			return exitstatus.Setup, err
-		}
-		status := waitInit(pid)
-		return exitstatus.Setup, probe.ExplainInitFailure(plan, h.Caller, err, status)
+		return exitstatus.Setup, initFailed(&run, p.Caller, pid, err)
 	}
 	// The init has its own working directory since the clone, and the
 	// runner gets it from the init: this process leaves the caller's, so
@@ -104,9 +67,10 @@ func (h *host) runPidns() (int, error) {
 	if term != nil {
 		defer term.restore()
 	}
-	if follow {
-		h.net.forwardPublished(link)
-		broken = h.followInit(link, pid, term)
+	if n.attach(link) || term != nil { // the link stays open after ready
+		broken = followInit(link, pid, term)
+	} else {
+		link.Close()
 	}
 	// The init registered every signal before it said ready; what came
 	// here meanwhile waited in the channel and is passed on now.
@@ -114,19 +78,62 @@ func (h *host) runPidns() (int, error) {
 	return relay(pid, sigs, term, broken)
 }
 
-func proxyNote(addr string) string {
-	if addr == "" {
-		return ""
+// initAttr is how the init is cloned: its namespaces, and, in a new user
+// namespace, the caller's ids mapped to themselves.
+func initAttr(run *plan.Plan) (*syscall.SysProcAttr, bool, error) {
+	userns := run.Namespaces.User || !stage.HoldsCap(capability.CAP_SYS_ADMIN)
+	sys := &syscall.SysProcAttr{
+		Cloneflags: cloneFlags(run.Namespaces, userns),
+		// The kernel kills the init, and with it the whole namespace, when
+		// the thread that started it dies: that thread must be the one
+		// that lives as long as corral (runPidns locks it).
+		Pdeathsig: syscall.SIGKILL,
 	}
-	return "; egress proxy at " + addr + " inside"
+	if userns {
+		// Go writes the id maps through /proc: it must be this PID
+		// namespace's, and writable.
+		if err := explain.CheckProc(run); err != nil {
+			return nil, false, err
+		}
+		stage.MapCallerIDs(sys, append(append([]int{}, initCaps...), run.Privileges.Keep...))
+	}
+	return sys, userns, nil
+}
+
+// modeLine is -v's line naming the mode, which the init says once its
+// namespaces are set up.
+func modeLine(run *plan.Plan, userns bool) string {
+	line := "mode pidns: new PID and mount namespaces (no user namespace: corral holds CAP_SYS_ADMIN)"
+	if userns {
+		line = fmt.Sprintf("mode pidns: new user, PID and mount namespaces, uid %d and gid %d mapped to themselves", os.Getuid(), os.Getgid())
+	}
+	if run.Isolated() {
+		line += "; network: a network namespace of its own, loopback only"
+		if run.Net.ProxyAddr != "" {
+			line += "; egress proxy at " + run.Net.ProxyAddr + " inside"
+		}
+	}
+	return line
+}
+
+// initFailed reaps an init that did not get ready and says why.
+func initFailed(run *plan.Plan, caller stage.Caller, pid int, err error) error {
+	if stage.IsProtocolError(err) {
+		// The init said what it must not: no fallback, nothing of it may
+		// go on.
+		_ = unix.Kill(pid, unix.SIGKILL)
+		waitInit(pid)
+		return err
+	}
+	return explain.ExplainInitFailure(run, caller, err, waitInit(pid))
 }
 
 // followInit reads the init's reports after ready until its link closes:
-// the runner's stops in terminal mode (terminal.go), the connections the
-// init made for --publish (network.go). A message the protocol does not
-// have there comes out of the returned channel: the run ends with status
-// 125 (relay).
-func (h *host) followInit(link *stage.Link, init int, term *terminal) <-chan error {
+// the runner's stops in terminal mode (terminal.go); the answers to the
+// host side's requests go to whoever asked (stage.Link.Call). A message
+// the protocol does not have there comes out of the returned channel: the
+// run ends with status 125 (relay).
+func followInit(link *stage.Link, init int, term *terminal) <-chan error {
 	broken := make(chan error, 1)
 	go func() {
 		defer link.Close()
@@ -138,24 +145,20 @@ func (h *host) followInit(link *stage.Link, init int, term *terminal) <-chan err
 				}
 				return
 			}
-			switch m := msg.(type) {
-			case *stage.RunnerStopped:
-				if term == nil {
-					broken <- &SetupError{Step: "stage protocol: " + stage.StepInitReports.String(),
-						Err: &stage.ProtocolError{Kind: stage.MsgRunnerStopped, Want: []stage.Kind{stage.MsgPublishConn}}}
-					return
-				}
-				term.followStop(m, init)
-			case *stage.PublishConn:
-				h.net.answered(m)
+			stop := msg.(*stage.RunnerStopped)
+			if term == nil {
+				broken <- &setuperr.SetupError{Step: "stage protocol: " + stage.StepInitReports.String(),
+					Err: &stage.ProtocolError{Kind: stage.MsgRunnerStopped, Want: []stage.Kind{stage.MsgPublishConn}}}
+				return
 			}
+			term.followStop(stop, init)
 		}
 	}()
 	return broken
 }
 
 // cloneFlags are the namespaces the init is cloned into.
-func cloneFlags(ns stage.Namespaces, userns bool) uintptr {
+func cloneFlags(ns plan.Namespaces, userns bool) uintptr {
 	flags := uintptr(unix.CLONE_NEWPID | unix.CLONE_NEWNS)
 	if userns {
 		flags |= unix.CLONE_NEWUSER

@@ -26,32 +26,37 @@ import (
 	"strings"
 
 	"github.com/corral-sh/corral/internal/landlock"
+	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"github.com/corral-sh/corral/sandbox/internal/runner"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
 )
 
 // startPolicy is the host side's part, before any mode starts anything.
-func (h *host) startPolicy() error {
-	plan := &h.plan
-	if plan.Privileges.Landlock.Active() || plan.Timeout > 0 || plan.DieWithParent {
+// parent is the watch taken at corral's start, or nil.
+func startPolicy(p *stage.Proc, run *plan.Plan, parent *ParentWatch) error {
+	if run.Privileges.Landlock.Active() || run.Timeout > 0 || run.DieWithParent {
 		// It may write to stderr, and send SIGTERM: neither may meet the
 		// Go runtime's default.
-		h.Signals().WaitUrgent()
+		p.Signals().WaitUrgent()
 	}
-	if pol := plan.Privileges.Landlock; pol.Active() {
+	if pol := run.Privileges.Landlock; pol.Active() {
 		rep, err := landlock.Preview(pol)
 		if err != nil {
 			return runner.LandlockError(err)
 		}
-		h.Logf("%s", describePolicy(pol, rep))
+		p.Logf("%s", describePolicy(pol, rep))
 		if w := rep.Warning(); w != "" {
-			fmt.Fprintf(h.Stderr, "corral: %s\n", w)
+			fmt.Fprintf(p.Stderr, "corral: %s\n", w)
 		}
 	}
-	if plan.Timeout > 0 {
-		h.Logf("timeout: the run is cancelled as by SIGTERM %v after the runner starts, and corral then exits 124", plan.Timeout)
+	if run.Timeout > 0 {
+		p.Logf("timeout: the run is cancelled as by SIGTERM %v after the runner starts, and corral then exits 124", run.Timeout)
 	}
-	if plan.DieWithParent {
-		return h.watchParent()
+	if run.DieWithParent {
+		if parent == nil {
+			parent = WatchParent()
+		}
+		return parent.watch(p) // parent.go
 	}
 	return nil
 }

@@ -2,10 +2,13 @@ package sandbox
 
 import (
 	"bytes"
-	"github.com/corral-sh/corral/internal/wire"
-	"github.com/corral-sh/corral/sandbox/internal/stage"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/corral-sh/corral/internal/setuperr"
+	"github.com/corral-sh/corral/internal/wire"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
 
 	"golang.org/x/sys/unix"
 )
@@ -51,7 +54,7 @@ func TestParseRlimit(t *testing.T) {
 }
 
 func TestSetupErrorNamesStepErrnoAndHint(t *testing.T) {
-	err := &SetupError{Step: "clone(CLONE_NEWUSER)", Err: unix.EPERM, Hint: "use --mode subreaper"}
+	err := &setuperr.SetupError{Step: "clone(CLONE_NEWUSER)", Err: unix.EPERM, Hint: "use --mode subreaper"}
 	msg := err.Error()
 	for _, want := range []string{"clone(CLONE_NEWUSER)", "EPERM", "operation not permitted", "use --mode subreaper"} {
 		if !strings.Contains(msg, want) {
@@ -60,16 +63,15 @@ func TestSetupErrorNamesStepErrnoAndHint(t *testing.T) {
 	}
 }
 
-// The plan carries the request and nothing of the calling process: the
-// writer stays behind, as it must (it is the host's stderr), and what
-// crosses to the init crosses whole.
+// The plan is the request without what only the calling process holds:
+// the writer stays behind (it is the host's stderr), and what crosses to
+// the init crosses whole.
 func TestPlanCrossesWithoutTheWriter(t *testing.T) {
-	o := Options{Stderr: &bytes.Buffer{}, Path: "/x", Args: []string{"/x", "\xff"}}
-	plan, err := o.plan()
-	if err != nil {
+	o := Options{Stderr: &bytes.Buffer{}, Plan: Plan{Mode: ModeAuto, Path: "/x", Args: []string{"/x", "\xff"}}}
+	if err := o.Check(); err != nil {
 		t.Fatal(err)
 	}
-	data, err := wire.Marshal(stage.InitStart{Plan: plan})
+	data, err := wire.Marshal(stage.InitStart{Plan: o.Plan})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +79,12 @@ func TestPlanCrossesWithoutTheWriter(t *testing.T) {
 	if err := wire.Unmarshal(data, &back); err != nil || back.Plan.Path != "/x" || back.Plan.Args[1] != "\xff" || back.Plan.Mode != ModeAuto {
 		t.Errorf("the plan did not cross whole: %#v, %v", back.Plan, err)
 	}
-	if _, err := (&Options{Mode: ModeSubreaper, Namespaces: Namespaces{IPC: true}}).plan(); err == nil {
-		t.Error("subreaper mode with a namespace was planned")
+	var setup *SetupError
+	if err := (&Options{Plan: Plan{Mode: ModeSubreaper, Namespaces: Namespaces{IPC: true}}}).Check(); !errors.As(err, &setup) {
+		t.Errorf("subreaper mode with a namespace: %v, want a SetupError", err)
+	}
+	var usage *UsageError
+	if err := (&Options{Plan: Plan{Net: Network{Allow: []string{"https://x.test"}}}}).Check(); !errors.As(err, &usage) || usage.Flag != "--allow-net" {
+		t.Errorf("a URL as --allow-net: %v, want a UsageError naming --allow-net", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/corral-sh/corral/internal/exitstatus"
 	"github.com/corral-sh/corral/sandbox/internal/pidinit"
+	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"github.com/corral-sh/corral/sandbox/internal/probe"
 	"github.com/corral-sh/corral/sandbox/internal/runner"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
@@ -35,6 +36,6 @@ func RunStage() {
 
 // newEngine is the init's engine: package supervise's, starting the runner
 // with package runner's.
-func newEngine(p *stage.Proc, plan *stage.Plan, cgroupOwner int) stage.Engine {
+func newEngine(p *stage.Proc, plan *plan.Plan, cgroupOwner int) stage.Engine {
 	return supervise.New(p, plan, cgroupOwner, runner.Prepare)
 }

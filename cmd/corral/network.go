@@ -26,6 +26,7 @@ type netFlags struct {
 	allow, hostPorts listFlag
 	publish          listFlag
 	logPath          string
+	allowFromEnv     bool // the allowlist is CORRAL_ALLOW_NET's
 }
 
 func registerNetFlags(fs *flag.FlagSet) *netFlags {
@@ -58,20 +59,10 @@ func (f *netFlags) apply(o *sandbox.Options, set map[string]bool, lookup func(st
 		return fmt.Errorf("--net: unknown value %s: want host or none", bounds.Quote(mode))
 	}
 
-	allow, from := []string(f.allow), ""
+	o.Net.Allow = f.allow
 	if v, ok := firstEnv(envAllowNet, lookup); ok && !set["allow-net"] {
-		allow, from = strings.Split(v, ","), envAllowNet[0]+": "
+		o.Net.Allow, f.allowFromEnv = strings.Split(v, ","), true
 	}
-	// An allowlist is the one variable that does not fall back to the
-	// default when it does not parse: the default is the whole network,
-	// and a typo must not open it.
-	for _, d := range allow {
-		if _, err := sandbox.ParseNetRule(d); err != nil {
-			return fmt.Errorf("%s%w", from, err)
-		}
-	}
-	o.Net.Allow = allow
-
 	var err error
 	if o.Net.HostPorts, err = ports("host-port", f.hostPorts); err != nil {
 		return err
@@ -85,32 +76,29 @@ func (f *netFlags) apply(o *sandbox.Options, set map[string]bool, lookup func(st
 		// proxy logs; a run without one has nothing to log.
 		o.Net.LogPath, _ = firstEnv(envNetLog, lookup)
 	}
-
-	isolated := o.Namespaces.Net || len(o.Net.Allow) > 0
-	switch {
-	case len(o.Net.HostPorts) > 0 && !isolated:
-		return errors.New("--host-port needs --net none or --allow-net: with the host's network the runner reaches the port already")
-	case len(o.Net.Publish) > 0 && !isolated:
-		return errors.New("--publish needs --net none or --allow-net: with the host's network the runner's server is reachable already")
-	case o.Net.LogPath != "" && len(o.Net.Allow) == 0:
-		return errors.New("--net-log logs the connections of the egress proxy: give --allow-net too")
-	}
+	// What the options mean together is sandbox.Options.Check's to say.
 	return nil
 }
 
-// ports parses the values of a repeated port flag: each 1–65535, no
-// repeats.
+// named says where a malformed allowlist came from. An allowlist is the
+// one variable that does not fall back to the default when it does not
+// parse: the default is the whole network, and a typo must not open it.
+func (f *netFlags) named(err error) error {
+	var usage *sandbox.UsageError
+	if f.allowFromEnv && errors.As(err, &usage) && usage.Flag == "--allow-net" {
+		return fmt.Errorf("%s: %w", envAllowNet[0], err)
+	}
+	return err
+}
+
+// ports parses the values of a repeated port flag; which ports may go
+// together is Check's to say.
 func ports(flagName string, values []string) ([]uint16, error) {
 	var out []uint16
 	for _, v := range values {
 		n, err := strconv.ParseUint(v, 10, 16)
-		if err != nil || n == 0 {
+		if err != nil {
 			return nil, fmt.Errorf("--%s %s: want a TCP port number from 1 to 65535", flagName, bounds.Quote(v))
-		}
-		for _, p := range out {
-			if p == uint16(n) {
-				return nil, fmt.Errorf("--%s %d is given twice", flagName, n)
-			}
 		}
 		out = append(out, uint16(n))
 	}

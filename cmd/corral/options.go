@@ -98,7 +98,17 @@ func parseRunWith(args []string, lookup func(string) (string, bool), notes *[]st
 	if err := f.network.apply(&o, f.set, lookup); err != nil { // network.go
 		return o, err
 	}
-	return o, f.applyCommand(&o, cfg, lookup)
+	if err := f.applyCommand(&o, cfg, lookup); err != nil {
+		return o, err
+	}
+	// The one check of what the options mean together (a usage error
+	// names the flag); a *sandbox.SetupError it returns is Launch's to
+	// report, with status 125.
+	var setup *sandbox.SetupError
+	if err := o.Check(); err != nil && !errors.As(err, &setup) {
+		return o, f.network.named(err)
+	}
+	return o, nil
 }
 
 // parseFlags parses args and refuses a flag whose value would be "--".

@@ -1,7 +1,7 @@
-// Package setuperr is the one way corral renders an errno (Describe), used
-// by the module's one setup error type (reaper.SetupError) and by every
-// message that names an errno, and the carrier of an error across a
-// process boundary (Remote).
+// Package setuperr holds the module's one setup error type (SetupError:
+// exit status 125), the one way corral renders an errno (Describe), used
+// by it and by every message that names an errno, and the carrier of an
+// error across a process boundary (Remote).
 //
 // A setup failure may happen in another process (the pidns init, the exec
 // stage): Remote rebuilds its cause on the parent's side with the errno
@@ -55,3 +55,33 @@ func (e *Remote) Unwrap() error {
 	}
 	return e.Errno
 }
+
+// SetupError is a failure of corral's own setup, not of the runner: exit
+// status 125 (exitstatus.Setup). It is the module's one setup error type:
+// the engine returns it (reaper.SetupError is this type), package sandbox
+// builds its boundary failures with it (sandbox.SetupError), and a failure
+// in a re-executed stage decodes back into it with its errno intact, so
+// errors.Is(err, unix.EPERM) holds on either side of the pipe.
+type SetupError struct {
+	Step string // what corral was doing, e.g. "mount proc on /proc"
+	Err  error
+	Hint string // the usual cause and the fix, when known
+}
+
+// Error is the step, the cause with its errno name (e.g. "operation not
+// permitted (EPERM)", so that a user can search for it), and the hint.
+func (e *SetupError) Error() string {
+	msg := e.Step + ": " + Describe(e.Err)
+	if e.Hint != "" {
+		msg += "; " + e.Hint
+	}
+	return msg
+}
+
+func (e *SetupError) Unwrap() error { return e.Err }
+
+// Plain keeps a message whose errno is already named in it from
+// being named twice by setuperr.Describe.
+type Plain string
+
+func (e Plain) Error() string { return string(e) }

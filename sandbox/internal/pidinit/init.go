@@ -11,7 +11,9 @@ import (
 	"os"
 
 	"github.com/corral-sh/corral/internal/exitstatus"
+	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/reaper"
+	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"golang.org/x/sys/unix"
 )
@@ -98,10 +100,10 @@ func sayReady(link *stage.Link, sigs *reaper.Signals, keep bool) <-chan struct{}
 // SetupNamespaces does, inside the new namespaces, what only their PID 1
 // can: a /proc that shows this PID namespace, loopback, the hostname. p
 // nil: nothing is logged (the probe child tries it).
-func SetupNamespaces(p *stage.Proc, ns stage.Namespaces) *stage.SetupError {
+func SetupNamespaces(p *stage.Proc, ns plan.Namespaces) *setuperr.SetupError {
 	// Our mounts must not propagate back to the caller's namespace.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return &stage.SetupError{Step: "make mounts private in the new mount namespace", Err: err}
+		return &setuperr.SetupError{Step: "make mounts private in the new mount namespace", Err: err}
 	}
 	// A /proc for this PID namespace that keeps the caller's restrictions.
 	if err := mountProc(p); err != nil {
@@ -109,12 +111,12 @@ func SetupNamespaces(p *stage.Proc, ns stage.Namespaces) *stage.SetupError {
 	}
 	if ns.Net {
 		if err := loopbackUp(); err != nil {
-			return &stage.SetupError{Step: "bring up loopback in the new network namespace", Err: err}
+			return &setuperr.SetupError{Step: "bring up loopback in the new network namespace", Err: err}
 		}
 	}
 	if ns.Hostname != "" {
 		if err := unix.Sethostname([]byte(ns.Hostname)); err != nil {
-			return &stage.SetupError{Step: "set hostname in the new UTS namespace", Err: err}
+			return &setuperr.SetupError{Step: "set hostname in the new UTS namespace", Err: err}
 		}
 	}
 	return nil

@@ -18,13 +18,14 @@ import (
 	"time"
 
 	"github.com/corral-sh/corral/internal/setuperr"
+	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"golang.org/x/sys/unix"
 )
 
 // sendListeners makes the proxy's and the --host-port listeners inside and
 // sends them to the host side, before "ready".
-func sendListeners(link *stage.Link, n stage.Network) *stage.SetupError {
+func sendListeners(link *stage.Link, n plan.Network) *setuperr.SetupError {
 	if n.ProxyAddr == "" && len(n.HostPorts) == 0 {
 		return nil
 	}
@@ -37,23 +38,23 @@ func sendListeners(link *stage.Link, n stage.Network) *stage.SetupError {
 	if n.ProxyAddr != "" {
 		ap, err := netip.ParseAddrPort(n.ProxyAddr)
 		if err != nil {
-			return &stage.SetupError{Step: "the egress proxy's address", Err: err}
+			return &setuperr.SetupError{Step: "the egress proxy's address", Err: err}
 		}
 		fd, err := listenLoopback(ap.Port())
 		if err != nil {
-			return &stage.SetupError{Step: "listen for the egress proxy at " + n.ProxyAddr + " in the new network namespace", Err: err}
+			return &setuperr.SetupError{Step: "listen for the egress proxy at " + n.ProxyAddr + " in the new network namespace", Err: err}
 		}
 		msg.FDs = append(msg.FDs, fd)
 	}
 	for _, port := range n.HostPorts {
 		fd, err := listenLoopback(port)
 		if err != nil {
-			return &stage.SetupError{Step: "listen for --host-port " + strconv.Itoa(int(port)) + " in the new network namespace", Err: err}
+			return &setuperr.SetupError{Step: "listen for --host-port " + strconv.Itoa(int(port)) + " in the new network namespace", Err: err}
 		}
 		msg.FDs = append(msg.FDs, fd)
 	}
 	if err := link.Send(stage.MsgNetListeners, msg); err != nil {
-		return &stage.SetupError{Step: "hand the listening sockets to the host side", Err: err}
+		return &setuperr.SetupError{Step: "hand the listening sockets to the host side", Err: err}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/corral-sh/corral/internal/proc"
+	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"golang.org/x/sys/unix"
 )
@@ -278,18 +279,18 @@ func mountFlags(opts []string) uintptr {
 // mountProc mounts a /proc for the new PID namespace that keeps every
 // restriction of the caller's. It must run before anything covers the
 // caller's /proc: /proc/self/mountinfo is read from it.
-func mountProc(p *stage.Proc) *stage.SetupError {
+func mountProc(p *stage.Proc) *setuperr.SetupError {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return &stage.SetupError{Step: "read the caller's mounts (/proc/self/mountinfo)", Err: err}
+		return &setuperr.SetupError{Step: "read the caller's mounts (/proc/self/mountinfo)", Err: err}
 	}
 	entries, err := parseMountinfo(string(data))
 	if err != nil {
-		return &stage.SetupError{Step: "read the caller's mounts (/proc/self/mountinfo)", Err: err}
+		return &setuperr.SetupError{Step: "read the caller's mounts (/proc/self/mountinfo)", Err: err}
 	}
 	plan, err := planProc(entries, os.Getuid() == 0, gidMeansTheSame())
 	if err != nil {
-		return &stage.SetupError{Step: "keep the caller's /proc restrictions", Err: err}
+		return &setuperr.SetupError{Step: "keep the caller's /proc restrictions", Err: err}
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|plan.Flags, plan.Data); err != nil {
 		step := "mount proc on /proc in the new namespace"
@@ -298,13 +299,13 @@ func mountProc(p *stage.Proc) *stage.SetupError {
 		}
 		// The hint depends on who the caller is, which only the host
 		// side knows: it adds one (package probe, ExplainInitFailure).
-		return &stage.SetupError{Step: step, Err: err}
+		return &setuperr.SetupError{Step: step, Err: err}
 	}
 	applied := 0
 	for _, s := range plan.Steps {
 		done, err := applyProcStep(s)
 		if err != nil {
-			return &stage.SetupError{Step: s.Why, Err: err}
+			return &setuperr.SetupError{Step: s.Why, Err: err}
 		}
 		if done {
 			applied++

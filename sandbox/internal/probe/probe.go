@@ -14,6 +14,8 @@ import (
 	"github.com/corral-sh/corral/internal/cgroup"
 	"github.com/corral-sh/corral/internal/seccomp"
 	"github.com/corral-sh/corral/internal/setuperr"
+	"github.com/corral-sh/corral/sandbox/internal/explain"
+	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
@@ -28,10 +30,10 @@ type Check struct {
 
 // Report is what `corral probe` prints.
 type Report struct {
-	UID      int        `json:"uid"`
-	Checks   []Check    `json:"checks"`
-	AutoMode stage.Mode `json:"auto_mode"`
-	Reason   string     `json:"auto_reason"`
+	UID      int       `json:"uid"`
+	Checks   []Check   `json:"checks"`
+	AutoMode plan.Mode `json:"auto_mode"`
+	Reason   string    `json:"auto_reason"`
 }
 
 // Run finds out what this machine allows by trying each feature in a
@@ -67,13 +69,13 @@ func Run(dieWithParent func() Check) Report {
 	r.Checks = append(r.Checks, probeNetwork(netnsCheck, pidCheck.Available && procCheck.Available, filter)...) // network.go
 	r.Checks = append(r.Checks, dieWithParent())
 
-	r.AutoMode, r.Reason = stage.ModePidns, "new PID and mount namespaces and a fresh /proc work here"
+	r.AutoMode, r.Reason = plan.ModePidns, "new PID and mount namespaces and a fresh /proc work here"
 	if userns {
 		r.Reason = "new user, PID and mount namespaces and a fresh /proc work here"
 	}
 	for _, c := range []Check{pidCheck, procCheck} {
 		if !c.Available {
-			r.AutoMode, r.Reason = stage.ModeSubreaper, c.Name+" unavailable: "+c.Detail
+			r.AutoMode, r.Reason = plan.ModeSubreaper, c.Name+" unavailable: "+c.Detail
 			break
 		}
 	}
@@ -84,7 +86,7 @@ func Run(dieWithParent func() Check) Report {
 func probeChild(name string, flags uintptr, mapIDs bool, spec stage.ProbeStart) Check {
 	sys := &syscall.SysProcAttr{Cloneflags: flags, Pdeathsig: syscall.SIGKILL}
 	if mapIDs {
-		if err := CheckProc(nil); err != nil { // diagnose.go
+		if err := explain.CheckProc(nil); err != nil { // diagnose.go
 			return Check{Name: name, Detail: err.Error()}
 		}
 		stage.MapCallerIDs(sys, []int{int(capability.CAP_SYS_ADMIN)})
@@ -92,7 +94,7 @@ func probeChild(name string, flags uintptr, mapIDs bool, spec stage.ProbeStart) 
 	caller := stage.Inherited()
 	pid, link, err := stage.Spawn(stage.ProbeArg0, stage.MsgProbeStart, spec, syscall.ProcAttr{Sys: sys, Env: []string{}}, caller)
 	if err != nil {
-		return Check{Name: name, Detail: CloneFailure(nil, caller, flags, flags&unix.CLONE_NEWUSER != 0, err).Error()}
+		return Check{Name: name, Detail: explain.CloneFailure(nil, caller, flags, flags&unix.CLONE_NEWUSER != 0, err).Error()}
 	}
 	ready, err := link.AwaitReply(stage.StepProbeReply)
 	link.Close()
@@ -108,7 +110,7 @@ func probeChild(name string, flags uintptr, mapIDs bool, spec stage.ProbeStart) 
 	if err == nil {
 		err = fmt.Errorf("probe child ended with status %#x", uint32(ws))
 	} else {
-		err = ExplainInitFailure(nil, caller, err, 0) // diagnose.go
+		err = explain.ExplainInitFailure(nil, caller, err, 0) // diagnose.go
 	}
 	return Check{Name: name, Detail: err.Error()}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/corral-sh/corral/internal/landlock"
 	"github.com/corral-sh/corral/internal/seccomp"
+	"github.com/corral-sh/corral/internal/setuperr"
+	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
@@ -31,7 +33,7 @@ import (
 // --allow-new-privs has neither: the documented exception, in which the
 // runner starts without the filter (filtered is false). Any other failure
 // to install it is a setup error: the runner never starts unprotected.
-func restrictRunner(p stage.Privileges) (restricted, error) {
+func restrictRunner(p plan.Privileges) (restricted, error) {
 	var r restricted
 	if p.AllowNewPrivs && stage.HoldsCap(capability.CAP_SYS_ADMIN) {
 		if err := installFilter(p); err != nil {
@@ -68,7 +70,7 @@ type restricted struct {
 // denial, and the socket rules of subreaper mode's network policy. The
 // documented exception above (no filter at all) never covers a network
 // policy: without its filter the runner would have the whole network.
-func installFilter(p stage.Privileges) error {
+func installFilter(p plan.Privileges) error {
 	prog, err := seccomp.RunnerFilter(seccomp.RunnerRules{Sockets: p.Sockets})
 	if err == nil {
 		err = seccomp.InstallOnThread(prog)
@@ -82,7 +84,7 @@ func installFilter(p stage.Privileges) error {
 				hint = "--allow-new-privs leaves no_new_privs unset, and without CAP_SYS_ADMIN the kernel takes no filter; drop --allow-new-privs, or run in pidns mode"
 			}
 		}
-		return &stage.SetupError{Step: step, Err: err, Hint: hint}
+		return &setuperr.SetupError{Step: step, Err: err, Hint: hint}
 	}
 	return nil
 }
@@ -103,7 +105,7 @@ func installFilter(p stage.Privileges) error {
 // pidns mode, after the init's mounts, which the starter precedes. The
 // exec stage is a process of its own that becomes the runner, so the
 // domain never touches corral.
-func MayForkFromEngine(plan *stage.Plan) bool {
+func MayForkFromEngine(plan *plan.Plan) bool {
 	pol := plan.Privileges.Landlock
 	return !pol.Active() || pol.NetOnly()
 }
@@ -119,7 +121,7 @@ func MayForkFromEngine(plan *stage.Plan) bool {
 // namespace, which the stage inherits). A thread with neither cannot have
 // it, and the runner is not started. The stage runs after the init's
 // mounts, so the rules bind the fresh /proc of a new PID namespace.
-func confineRunner(p stage.Privileges) (restricted, error) {
+func confineRunner(p plan.Privileges) (restricted, error) {
 	pol := p.Landlock
 	if !pol.Active() {
 		return restrictRunner(p)
@@ -153,18 +155,18 @@ func restrictLandlock(pol landlock.Policy, allowNewPrivs bool) error {
 
 // LandlockError is a failure to enforce the policy: a 125 that names
 // Landlock and says that the runner did not start.
-func LandlockError(err error) *stage.SetupError {
+func LandlockError(err error) *setuperr.SetupError {
 	const notRun = "corral does not run the command without the policy it was asked for"
 	var pe *landlock.PolicyError
 	if errors.As(err, &pe) {
-		return &stage.SetupError{Step: "sandbox policy", Err: stage.PlainError(err.Error()),
+		return &setuperr.SetupError{Step: "sandbox policy", Err: setuperr.Plain(err.Error()),
 			Hint: "the path changed since corral started; " + notRun}
 	}
 	var ue *landlock.UnavailableError
 	var ae *landlock.ABIError
 	if errors.As(err, &ue) || errors.As(err, &ae) {
 		// Their messages name Landlock, the errno and the fix already.
-		return &stage.SetupError{Step: "sandbox policy", Err: stage.PlainError(err.Error()), Hint: notRun + "; run `corral probe`"}
+		return &setuperr.SetupError{Step: "sandbox policy", Err: setuperr.Plain(err.Error()), Hint: notRun + "; run `corral probe`"}
 	}
-	return &stage.SetupError{Step: "sandbox policy: Landlock", Err: err, Hint: notRun}
+	return &setuperr.SetupError{Step: "sandbox policy: Landlock", Err: err, Hint: notRun}
 }

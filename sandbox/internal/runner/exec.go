@@ -6,6 +6,7 @@ import (
 	"runtime"
 
 	"github.com/corral-sh/corral/internal/exitstatus"
+	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/reaper"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"golang.org/x/sys/unix"
@@ -37,14 +38,14 @@ func ExecMain() {
 	// Last, on the thread that execs: the Go runtime unblocked signals on
 	// it at start, and the runner must get the caller's mask.
 	if err := stage.SetThreadMask(start.Mask); err != nil {
-		fail(exitstatus.Setup, &stage.SetupError{Step: "restore the caller's signal mask", Err: err})
+		fail(exitstatus.Setup, &setuperr.SetupError{Step: "restore the caller's signal mask", Err: err})
 	}
 	err = unix.Exec(start.Path, start.Args, start.Env)
 	status := exitstatus.NotExecutable
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 		status = exitstatus.NotFound
 	}
-	failed := &stage.SetupError{Step: "runner exec failed: " + start.Path, Err: err}
+	failed := &setuperr.SetupError{Step: "runner exec failed: " + start.Path, Err: err}
 	if errors.Is(err, unix.E2BIG) {
 		failed.Hint = stage.ArgsHint(start.Env, start.Args)
 	}

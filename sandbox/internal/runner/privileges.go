@@ -6,6 +6,8 @@ import (
 	"syscall"
 
 	"github.com/corral-sh/corral/internal/proc"
+	"github.com/corral-sh/corral/internal/setuperr"
+	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
@@ -18,34 +20,34 @@ import (
 // permitted and inheritable), then no_new_privs; then it reads the result
 // back and refuses to go on with more than was asked. It returns what it
 // read back.
-func applyPrivileges(p stage.Privileges) (threadStatus, error) {
+func applyPrivileges(p plan.Privileges) (threadStatus, error) {
 	for _, rl := range p.Rlimits {
 		// syscall.Setrlimit, not unix.Prlimit: Go restores the RLIMIT_NOFILE
 		// it saw at start-up across exec unless told through this call.
 		lim := syscall.Rlimit{Cur: rl.Soft, Max: rl.Hard}
 		if err := syscall.Setrlimit(rl.Resource, &lim); err != nil {
-			return nil, &stage.SetupError{Step: "set " + rl.String(), Err: err,
+			return nil, &setuperr.SetupError{Step: "set " + rl.String(), Err: err,
 				Hint: "raising a hard limit needs CAP_SYS_RESOURCE; keep HARD at or below the current one"}
 		}
 	}
 
 	held, err := stage.ThreadCaps()
 	if err != nil {
-		return nil, &stage.SetupError{Step: "read capabilities", Err: err}
+		return nil, &setuperr.SetupError{Step: "read capabilities", Err: err}
 	}
 	// Every set is written whole below, so nothing is loaded into caps:
 	// its Load would read and scan /proc/self/status for what capget
 	// already answered.
 	caps, err := capability.NewPid2(0)
 	if err != nil {
-		return nil, &stage.SetupError{Step: "read capabilities", Err: err}
+		return nil, &setuperr.SetupError{Step: "read capabilities", Err: err}
 	}
 	hadSetpcap := held.Effective&(1<<uint(capability.CAP_SETPCAP)) != 0
 	keep := make([]capability.Cap, 0, len(p.Keep))
 	for _, c := range p.Keep {
 		keep = append(keep, capability.Cap(c))
 		if held.Permitted&(1<<uint(c)) == 0 {
-			return nil, &stage.SetupError{Step: "keep " + stage.CapName(c), Err: unix.EPERM,
+			return nil, &setuperr.SetupError{Step: "keep " + plan.CapName(c), Err: unix.EPERM,
 				Hint: "corral does not hold it; run corral as root, or in pidns mode where it owns a user namespace"}
 		}
 	}
@@ -56,12 +58,12 @@ func applyPrivileges(p stage.Privileges) (threadStatus, error) {
 	// leaves it as it is, and the check below decides whether that is safe.
 	for _, kind := range []capability.CapType{capability.BOUNDS, capability.CAPS, capability.AMBS} {
 		if err := caps.Apply(kind); err != nil {
-			return nil, &stage.SetupError{Step: "drop capabilities (" + kind.String() + ")", Err: err}
+			return nil, &setuperr.SetupError{Step: "drop capabilities (" + kind.String() + ")", Err: err}
 		}
 	}
 	if !p.AllowNewPrivs {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return nil, &stage.SetupError{Step: "set no_new_privs", Err: err}
+			return nil, &setuperr.SetupError{Step: "set no_new_privs", Err: err}
 		}
 	}
 	return verifyPrivileges(p, hadSetpcap)
@@ -72,10 +74,10 @@ func applyPrivileges(p stage.Privileges) (threadStatus, error) {
 type threadStatus map[string]uint64
 
 // verifyPrivileges reads the thread's sets back from the kernel.
-func verifyPrivileges(p stage.Privileges, hadSetpcap bool) (threadStatus, error) {
+func verifyPrivileges(p plan.Privileges, hadSetpcap bool) (threadStatus, error) {
 	status, err := readThreadStatus()
 	if err != nil {
-		return nil, &stage.SetupError{Step: "verify privileges", Err: err}
+		return nil, &setuperr.SetupError{Step: "verify privileges", Err: err}
 	}
 	var want uint64
 	for _, c := range p.Keep {
@@ -83,7 +85,7 @@ func verifyPrivileges(p stage.Privileges, hadSetpcap bool) (threadStatus, error)
 	}
 	for _, set := range []string{"CapInh", "CapPrm", "CapEff", "CapAmb"} {
 		if got := status[set]; got != want {
-			return nil, &stage.SetupError{Step: "verify privileges", Err: fmt.Errorf("%s is %016x, want %016x", set, got, want)}
+			return nil, &setuperr.SetupError{Step: "verify privileges", Err: fmt.Errorf("%s is %016x, want %016x", set, got, want)}
 		}
 	}
 	if got := status["CapBnd"]; got&^want != 0 {
@@ -94,16 +96,16 @@ func verifyPrivileges(p stage.Privileges, hadSetpcap bool) (threadStatus, error)
 		// inherited, since it can never be cleared.
 		switch {
 		case hadSetpcap:
-			return nil, &stage.SetupError{Step: "drop the bounding set", Err: fmt.Errorf("CapBnd is %016x, want %016x", got, want)}
+			return nil, &setuperr.SetupError{Step: "drop the bounding set", Err: fmt.Errorf("CapBnd is %016x, want %016x", got, want)}
 		case p.AllowNewPrivs && status["NoNewPrivs"] != 1:
-			return nil, &stage.SetupError{Step: "drop the bounding set", Err: fmt.Errorf("CapBnd is %016x, want %016x", got, want),
+			return nil, &setuperr.SetupError{Step: "drop the bounding set", Err: fmt.Errorf("CapBnd is %016x, want %016x", got, want),
 				Hint: "corral lacks CAP_SETPCAP, so it cannot shrink the bounding set, and with --allow-new-privs a setuid or file-capability program could gain what is left in it; drop --allow-new-privs"}
 		}
 	}
 	// With --allow-new-privs, NoNewPrivs may still be 1 when corral itself
 	// inherited it: it cannot be cleared, and it only takes privilege away.
 	if nnp := status["NoNewPrivs"]; !p.AllowNewPrivs && nnp != 1 {
-		return nil, &stage.SetupError{Step: "verify privileges", Err: fmt.Errorf("NoNewPrivs is %d", nnp)}
+		return nil, &setuperr.SetupError{Step: "verify privileges", Err: fmt.Errorf("NoNewPrivs is %d", nnp)}
 	}
 	return status, nil
 }

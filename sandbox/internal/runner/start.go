@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"syscall"
 
+	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"golang.org/x/sys/unix"
 )
@@ -13,7 +14,7 @@ import (
 // start is how the engine's process starts the runner of one run.
 type start struct {
 	p        *stage.Proc
-	plan     *stage.Plan
+	plan     *plan.Plan
 	terminal bool
 	thread   *starter // nil: the exec stage only
 }
@@ -21,7 +22,7 @@ type start struct {
 // Prepare makes the run's Starter and, when the run can use one, the
 // starter thread, which drops the runner's privileges while the engine's
 // process sets up.
-func Prepare(p *stage.Proc, plan *stage.Plan, terminal bool) stage.Starter {
+func Prepare(p *stage.Proc, plan *plan.Plan, terminal bool) stage.Starter {
 	s := &start{p: p, plan: plan, terminal: terminal}
 	if len(plan.Privileges.Rlimits) == 0 && MayForkFromEngine(plan) {
 		s.thread = newStarter(p, plan, terminal)
@@ -103,7 +104,7 @@ type starterResult struct {
 	cgroupRefused error
 }
 
-func newStarter(p *stage.Proc, plan *stage.Plan, terminal bool) *starter {
+func newStarter(p *stage.Proc, plan *plan.Plan, terminal bool) *starter {
 	s := &starter{fork: make(chan int, 1), done: make(chan starterResult, 1)}
 	privileges, sigs, mask := plan.Privileges, p.Signals(), p.Caller.Mask
 	path, args, dir, env, sys := plan.Path, plan.Args, plan.Dir, plan.Env, runnerSys(terminal)

@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
 
+	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/internal/wire"
 	"golang.org/x/sys/unix"
 )
@@ -42,10 +44,8 @@ type Link struct {
 	sendErr error              // the start message did not get through: the stage died first
 	// For the stage's end: what it answers with (Ready, Fail).
 	ready, failed Kind
+	calls         calls // call.go
 }
-
-// NewLink wraps a stream as a link: for tests, and for the stage socket.
-func NewLink(rw io.ReadWriteCloser) *Link { return &Link{rw: rw} }
 
 func (l *Link) Close() error { return l.rw.Close() }
 
@@ -217,8 +217,25 @@ func liftAbove(sock int, caller Caller) int {
 // Receive reads one message at step s and decodes its payload (nil for a
 // kind without one). A clean end of the stream is io.EOF, as it is; a kind
 // the table does not know, or one that s does not take, is a *SetupError
-// that names it: the launch ends with 125, nothing is skipped.
+// that names it: the launch ends with 125, nothing is skipped. On an end
+// that makes Calls, a Reply is handed to the Call that waits for it, and
+// Receive reads on: whoever follows the other end need not know who asked
+// what.
 func (l *Link) Receive(s Step) (Kind, any, error) {
+	for {
+		k, payload, err := l.receiveOne(s)
+		if err != nil {
+			l.calls.end(err)
+			return k, payload, err
+		}
+		if r, ok := payload.(Reply); ok && l.calls.answer(r) {
+			continue
+		}
+		return k, payload, nil
+	}
+}
+
+func (l *Link) receiveOne(s Step) (Kind, any, error) {
 	b, data, err := wire.ReadFrame(l.rw)
 	if err == io.EOF {
 		return 0, nil, io.EOF
@@ -229,14 +246,10 @@ func (l *Link) Receive(s Step) (Kind, any, error) {
 	k := Kind(b)
 	m, known := Lookup(k)
 	if !known {
-		return k, nil, &SetupError{Step: "stage protocol: " + s.String(), Err: &ProtocolError{Kind: k}}
+		return k, nil, &setuperr.SetupError{Step: "stage protocol: " + s.String(), Err: &ProtocolError{Kind: k}}
 	}
-	accepted := false
-	for _, a := range steps[s].Accept {
-		accepted = accepted || a == k
-	}
-	if !accepted {
-		return k, nil, &SetupError{Step: "stage protocol: " + s.String(), Err: &ProtocolError{Kind: k, Want: steps[s].Accept}}
+	if !slices.Contains(steps[s].Accept, k) {
+		return k, nil, &setuperr.SetupError{Step: "stage protocol: " + s.String(), Err: &ProtocolError{Kind: k, Want: steps[s].Accept}}
 	}
 	if m.New == nil {
 		if len(data) != 0 {
@@ -323,7 +336,7 @@ func (l *Link) AwaitReplyWith(s Step, interim func(Kind, any) error) (ready bool
 	k, payload, err := l.Receive(s)
 	for err == nil && k == MsgNetListeners {
 		if interim == nil {
-			return false, &SetupError{Step: "stage protocol: " + s.String(), Err: &ProtocolError{Kind: k, Want: steps[s].Accept[:2]}}
+			return false, &setuperr.SetupError{Step: "stage protocol: " + s.String(), Err: &ProtocolError{Kind: k, Want: steps[s].Accept[:2]}}
 		}
 		if err = interim(k, payload); err != nil {
 			return false, err
@@ -370,9 +383,9 @@ func Open(s Step) (*Link, Caller, any, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	if err != nil {
-		var setup *SetupError
+		var setup *setuperr.SetupError
 		if !errors.As(err, &setup) {
-			err = &SetupError{Step: "read the start message", Err: err}
+			err = &setuperr.SetupError{Step: "read the start message", Err: err}
 		}
 		return link, caller, nil, err
 	}

@@ -2,9 +2,9 @@ package stage
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
-	"github.com/moby/sys/capability"
 	"io"
 	"os"
 	"reflect"
@@ -12,8 +12,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/moby/sys/capability"
+
+	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/internal/wire"
+	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"golang.org/x/sys/unix"
 )
 
@@ -210,7 +215,7 @@ func TestUnknownAndOutOfOrderKinds(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err := (&Link{rw: pipe{&buf}}).Receive(s)
-		var setup *SetupError
+		var setup *setuperr.SetupError
 		if !errors.As(err, &setup) || !IsProtocolError(err) || !strings.Contains(err.Error(), "unknown message kind 99") {
 			t.Errorf("at %s, kind 99: %T %v", s, err, err)
 		}
@@ -270,17 +275,17 @@ func failed(err error) func(io.Writer) error {
 // A stage's setup error comes back as the same error: the same text, and
 // the same errno for errors.Is, whatever wrapped it there.
 func TestFailureCrossesWithItsErrno(t *testing.T) {
-	overmounted := &SetupError{Step: "mount proc on /proc in the new namespace", Err: unix.EPERM, Hint: "parts of /proc are overmounted"}
+	overmounted := &setuperr.SetupError{Step: "mount proc on /proc in the new namespace", Err: unix.EPERM, Hint: "parts of /proc are overmounted"}
 	for _, tc := range []struct {
 		name  string
 		err   error
 		errno unix.Errno
 	}{
 		{"refused proc mount", overmounted, unix.EPERM},
-		{"refused clone", &SetupError{Step: "clone(CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS)", Err: unix.ENOSPC, Hint: "max_user_namespaces"}, unix.ENOSPC},
-		{"wrapped", &SetupError{Step: "read capabilities", Err: &os.PathError{Op: "open", Path: "/proc/\xffx", Err: unix.ENOENT}}, unix.ENOENT},
-		{"exec", &SetupError{Step: "runner exec failed: /r\xffunner", Err: unix.EACCES}, unix.EACCES},
-		{"no errno", &SetupError{Step: "verify privileges", Err: errors.New("CapEff is 1, want 0")}, 0},
+		{"refused clone", &setuperr.SetupError{Step: "clone(CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS)", Err: unix.ENOSPC, Hint: "max_user_namespaces"}, unix.ENOSPC},
+		{"wrapped", &setuperr.SetupError{Step: "read capabilities", Err: &os.PathError{Op: "open", Path: "/proc/\xffx", Err: unix.ENOENT}}, unix.ENOENT},
+		{"exec", &setuperr.SetupError{Step: "runner exec failed: /r\xffunner", Err: unix.EACCES}, unix.EACCES},
+		{"no errno", &setuperr.SetupError{Step: "verify privileges", Err: errors.New("CapEff is 1, want 0")}, 0},
 		{"not a SetupError", fmt.Errorf("socket: %w", unix.EMFILE), unix.EMFILE},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -288,11 +293,11 @@ func TestFailureCrossesWithItsErrno(t *testing.T) {
 			if ready {
 				t.Fatal("a failure read as ready")
 			}
-			var setup *SetupError
+			var setup *setuperr.SetupError
 			if !errors.As(err, &setup) {
-				t.Fatalf("got %T %v, want a *SetupError", err, err)
+				t.Fatalf("got %T %v, want a *setuperr.SetupError", err, err)
 			}
-			var orig *SetupError
+			var orig *setuperr.SetupError
 			if errors.As(tc.err, &orig) && err.Error() != tc.err.Error() {
 				t.Errorf("prints\n %q\nwant\n %q", err, tc.err)
 			}
@@ -414,10 +419,10 @@ func TestScanInheritedFDs(t *testing.T) {
 // No reply and no start message, however hostile, makes either side panic.
 func FuzzStageMessages(f *testing.F) {
 	var buf bytes.Buffer
-	payload, _ := wire.Marshal(FailureOf(&SetupError{Step: "s", Err: unix.EPERM, Hint: "h"}))
+	payload, _ := wire.Marshal(FailureOf(&setuperr.SetupError{Step: "s", Err: unix.EPERM, Hint: "h"}))
 	wire.WriteFrame(&buf, byte(MsgInitFailed), payload)
 	f.Add(buf.Bytes())
-	start, _ := wire.Marshal(InitStart{Plan: Plan{Args: []string{"\xff"}, Env: []string{"A=\xfe"}}})
+	start, _ := wire.Marshal(InitStart{Plan: plan.Plan{Args: []string{"\xff"}, Env: []string{"A=\xfe"}}})
 	f.Add(start)
 	f.Add([]byte{0, 0, 0, 1, byte(MsgInitReady)})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -467,5 +472,85 @@ func TestHasCapWithoutFreeFileDescriptors(t *testing.T) {
 	}
 	if !has {
 		t.Error("HoldsCap(CAP_SYS_ADMIN) is false at an exhausted fd limit")
+	}
+}
+
+// A request and its reply pair by id, whatever order the replies come in,
+// while the asking end's reader follows the link for its own messages; a
+// reply nobody waits for any more is dropped with its descriptor, and the
+// end of the link fails the calls that wait.
+func TestCallPairsRepliesByID(t *testing.T) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostSock, err := newUnixSock(pair[0], "host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	initSock, err := newUnixSock(pair[1], "init")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, init := &Link{rw: hostSock}, &Link{rw: initSock}
+	defer init.Close()
+	// The init answers two dials in reverse order, with a stop report
+	// between them, then one for an id nobody asked, then closes.
+	go func() {
+		var reqs []*PublishDial
+		for len(reqs) < 2 {
+			_, msg, err := init.Receive(StepInitRequests)
+			if err != nil {
+				return
+			}
+			reqs = append(reqs, msg.(*PublishDial))
+		}
+		_ = init.Send(MsgPublishConn, &PublishConn{ID: reqs[1].ID, Errno: uint64(reqs[1].Port)})
+		_ = init.Send(MsgRunnerStopped, &RunnerStopped{Signal: 20})
+		_ = init.Send(MsgPublishConn, &PublishConn{ID: reqs[0].ID, Errno: uint64(reqs[0].Port)})
+		_ = init.Send(MsgPublishConn, &PublishConn{ID: 99, Errno: 1})
+		init.Close()
+	}()
+	reports := make(chan any, 4)
+	go func() {
+		for {
+			_, msg, err := host.Receive(StepInitReports)
+			if err != nil {
+				close(reports)
+				return
+			}
+			reports <- msg
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan string, 2)
+	for _, port := range []uint16{8001, 8002} {
+		go func() {
+			r, err := host.Call(ctx, MsgPublishDial, &PublishDial{Port: port})
+			if err != nil {
+				got <- fmt.Sprintf("%d: %v", port, err)
+				return
+			}
+			got <- fmt.Sprintf("%d: %d", port, r.(*PublishConn).Errno)
+		}()
+		time.Sleep(10 * time.Millisecond) // the init reads them in this order
+	}
+	for range 2 {
+		s := <-got
+		port, answer, _ := strings.Cut(s, ": ")
+		if port != answer {
+			t.Errorf("call for port %s got the reply %s", port, answer)
+		}
+	}
+	var seen []any
+	for msg := range reports {
+		seen = append(seen, msg)
+	}
+	if len(seen) != 1 || seen[0].(*RunnerStopped).Signal != 20 {
+		t.Errorf("the reader saw %#v, want the stop report alone", seen)
+	}
+	if _, err := host.Call(ctx, MsgPublishDial, &PublishDial{Port: 1}); err == nil {
+		t.Error("a call after the link ended did not fail")
 	}
 }

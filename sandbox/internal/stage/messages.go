@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"golang.org/x/sys/unix"
 )
 
@@ -153,7 +154,7 @@ func (s Step) String() string { return steps[s].Name }
 // InitStart is what the pidns init needs: the plan, and what the host side
 // decided about this run.
 type InitStart struct {
-	Plan Plan
+	Plan plan.Plan
 	// Terminal is terminal mode: decided by the process the caller's shell
 	// waits on (the host side), which the init is told.
 	Terminal bool
@@ -173,7 +174,7 @@ type ExecStart struct {
 	Path       string
 	Args       []string
 	Env        []string
-	Privileges Privileges
+	Privileges plan.Privileges
 	Mask       unix.Sigset_t
 }
 
@@ -237,3 +238,6 @@ func (c *PublishConn) FDCount() int {
 
 func (c *PublishConn) Carried() []int   { return c.FDs }
 func (c *PublishConn) SetFDs(fds []int) { c.FDs = fds }
+
+func (d *PublishDial) SetRequestID(id uint64) { d.ID = id }
+func (c *PublishConn) RequestID() uint64      { return c.ID }

@@ -1,6 +1,9 @@
 package stage
 
-import "github.com/corral-sh/corral/reaper"
+import (
+	"github.com/corral-sh/corral/reaper"
+	"github.com/corral-sh/corral/sandbox/internal/plan"
+)
 
 // The contracts by which one role's code runs in another role's process.
 // No role package imports another: package sandbox, which alone imports
@@ -32,7 +35,7 @@ type Starter interface {
 // process knows it will start the runner, so that whatever it prepares
 // (the starter thread drops the runner's privileges) overlaps the rest of
 // the setup: package runner's Prepare.
-type PrepareRunner func(p *Proc, plan *Plan, terminal bool) Starter
+type PrepareRunner func(p *Proc, plan *plan.Plan, terminal bool) Starter
 
 // Engine is the reaper engine of one run with the runner's cgroup, in the
 // process that calls it: package supervise's.
@@ -48,4 +51,4 @@ type Engine interface {
 
 // NewEngine makes the Engine of a run; cgroupOwner names its cgroup (0:
 // this process).
-type NewEngine func(p *Proc, plan *Plan, cgroupOwner int) Engine
+type NewEngine func(p *Proc, plan *plan.Plan, cgroupOwner int) Engine

@@ -11,8 +11,10 @@ import (
 
 	"github.com/corral-sh/corral/internal/cgroup"
 	"github.com/corral-sh/corral/internal/exitstatus"
+	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/reaper"
 	"github.com/corral-sh/corral/reaper/statefile"
+	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"golang.org/x/sys/unix"
 )
@@ -20,7 +22,7 @@ import (
 // Engine is one run's engine, with what the engine's process holds for it.
 type Engine struct {
 	p       *stage.Proc
-	plan    *stage.Plan
+	plan    *plan.Plan
 	owner   int // the pid the cgroup is named after; 0: this process
 	prepare stage.PrepareRunner
 	starter stage.Starter // made by Prepare
@@ -36,7 +38,7 @@ type Engine struct {
 
 // New makes the engine of a run. cgroupOwner is the pid the cgroup is
 // named after (0: this process's).
-func New(p *stage.Proc, plan *stage.Plan, cgroupOwner int, prepare stage.PrepareRunner) *Engine {
+func New(p *stage.Proc, plan *plan.Plan, cgroupOwner int, prepare stage.PrepareRunner) *Engine {
 	return &Engine{p: p, plan: plan, owner: cgroupOwner, prepare: prepare}
 }
 
@@ -125,7 +127,7 @@ func (e *Engine) start() (int, error) {
 // program do, and a debugger needs CAP_SYS_PTRACE to attach to corral.
 func guardFromRunner() error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return &stage.SetupError{Step: "keep the runner from tracing corral (prctl PR_SET_DUMPABLE 0)", Err: err}
+		return &setuperr.SetupError{Step: "keep the runner from tracing corral (prctl PR_SET_DUMPABLE 0)", Err: err}
 	}
 	return nil
 }

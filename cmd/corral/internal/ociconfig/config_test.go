@@ -280,7 +280,7 @@ func TestDefaultConfigIsAcceptedAndChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("corral spec's own output is refused: %v\n%s", err, data)
 	}
-	before := sandbox.Options{Mode: sandbox.ModeAuto, Path: "/bin/true", Args: []string{"/bin/true"}, Env: []string{"A=1"}}
+	before := sandbox.Options{Plan: sandbox.Plan{Mode: sandbox.ModeAuto, Path: "/bin/true", Args: []string{"/bin/true"}, Env: []string{"A=1"}}}
 	after := before
 	c.Apply(&after)
 	if got, want := fmt.Sprintf("%#v", after), fmt.Sprintf("%#v", before); got != want {
@@ -299,15 +299,15 @@ func TestApplyOverridesOnlyWhatTheConfigSets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := sandbox.Options{Mode: sandbox.ModePidns, Grace: 5, StatePath: "/s", Env: []string{"B=2"},
+	o := sandbox.Options{Plan: sandbox.Plan{Mode: sandbox.ModePidns, Grace: 5, StatePath: "/s", Env: []string{"B=2"},
 		Privileges: sandbox.Privileges{Rlimits: []sandbox.Rlimit{{Resource: unix.RLIMIT_NOFILE, Soft: 1, Hard: 1}, {Resource: unix.RLIMIT_CORE}}},
-		Namespaces: sandbox.Namespaces{Net: true}}
+		Namespaces: sandbox.Namespaces{Net: true}}}
 	c.Apply(&o)
-	want := sandbox.Options{Mode: sandbox.ModePidns, Grace: 5, StatePath: "/s", Path: "/bin/echo", Args: []string{"/bin/echo", "hi"},
+	want := sandbox.Options{Plan: sandbox.Plan{Mode: sandbox.ModePidns, Grace: 5, StatePath: "/s", Path: "/bin/echo", Args: []string{"/bin/echo", "hi"},
 		Env: []string{"A=1"}, Dir: "/tmp",
 		Privileges: sandbox.Privileges{Keep: []int{int(capability.CAP_KILL)}, AllowNewPrivs: true,
 			Rlimits: []sandbox.Rlimit{{Resource: unix.RLIMIT_CORE}, {Resource: unix.RLIMIT_NOFILE, Soft: 10, Hard: 20}}},
-		Namespaces: sandbox.Namespaces{Net: true, UTS: true, IPC: true, PID: true, Hostname: "h"}}
+		Namespaces: sandbox.Namespaces{Net: true, UTS: true, IPC: true, PID: true, Hostname: "h"}}}
 	if got, w := fmt.Sprintf("%#v", o), fmt.Sprintf("%#v", want); got != w {
 		t.Errorf("got  %s\nwant %s", got, w)
 	}
@@ -320,7 +320,7 @@ func TestConfigNamespacesNeedPidns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := sandbox.Options{Mode: sandbox.ModeSubreaper, Path: "/bin/true", Args: []string{"/bin/true"}, Stderr: &bytes.Buffer{}}
+	o := sandbox.Options{Plan: sandbox.Plan{Mode: sandbox.ModeSubreaper, Path: "/bin/true", Args: []string{"/bin/true"}}, Stderr: &bytes.Buffer{}}
 	c.Apply(&o)
 	status, err := sandbox.Launch(o)
 	var setup *sandbox.SetupError

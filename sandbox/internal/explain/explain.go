@@ -1,4 +1,10 @@
-package probe
+// Package explain is the host side's account of a failed pidns setup:
+// which step failed and why, from what corral can see (its uid and
+// capabilities, its seccomp and no_new_privs state, the sysctls of this
+// kernel, the namespace limits), and whether --mode auto may fall back.
+// The host side calls it when the init's clone or setup fails; the probe
+// calls it to say why user namespaces would fail. It starts nothing.
+package explain
 
 import (
 	"errors"
@@ -12,6 +18,7 @@ import (
 	"github.com/corral-sh/corral/internal/container"
 	"github.com/corral-sh/corral/internal/proc"
 	"github.com/corral-sh/corral/internal/setuperr"
+	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
@@ -47,7 +54,7 @@ func isResource(err error) bool {
 
 // UnavailableError says pidns mode could not be set up and nothing of the
 // runner has started, so falling back to subreaper mode loses nothing.
-type UnavailableError struct{ *stage.SetupError }
+type UnavailableError struct{ *setuperr.SetupError }
 
 // Unwrap makes the SetupError itself, not only its cause, visible to
 // errors.As.
@@ -57,8 +64,8 @@ func (u *UnavailableError) Unwrap() error { return u.SetupError }
 // started. A refusal is an *UnavailableError (auto may fall back); anything
 // else is a plain *SetupError (status 125, no fallback). plan is the run's
 // (nil for a probe child): the init carries its environment.
-func CloneFailure(plan *stage.Plan, caller stage.Caller, flags uintptr, userns bool, err error) error {
-	s := &stage.SetupError{Step: cloneFlagNames(flags), Err: err}
+func CloneFailure(plan *plan.Plan, caller stage.Caller, flags uintptr, userns bool, err error) error {
+	s := &setuperr.SetupError{Step: cloneFlagNames(flags), Err: err}
 	if !isRefusal(err) {
 		s.Hint = resourceHint(err, envOf(plan), []string{stage.InitArg0}, caller)
 		switch {
@@ -76,11 +83,11 @@ func CloneFailure(plan *stage.Plan, caller stage.Caller, flags uintptr, userns b
 			s.Step, s.Err = step, stepErr
 		}
 	}
-	s.Hint = refusalHint(readFacts(), s.Step, s.Err, flags, userns)
+	s.Hint = RefusalHint(ReadFacts(), s.Step, s.Err, flags, userns)
 	return &UnavailableError{withModeAdvice(plan, s)}
 }
 
-func envOf(plan *stage.Plan) []string {
+func envOf(plan *plan.Plan) []string {
 	if plan == nil {
 		return nil
 	}
@@ -90,7 +97,7 @@ func envOf(plan *stage.Plan) []string {
 // ExplainInitFailure turns what the init reported (err: its *SetupError,
 // a broken link, or nil when it died without a word, with its exit status)
 // into the error corral prints.
-func ExplainInitFailure(plan *stage.Plan, caller stage.Caller, err error, status int) error {
+func ExplainInitFailure(plan *plan.Plan, caller stage.Caller, err error, status int) error {
 	s := InitFailure(err, status)
 	if isResource(s.Err) {
 		if s.Hint == "" {
@@ -99,28 +106,28 @@ func ExplainInitFailure(plan *stage.Plan, caller stage.Caller, err error, status
 		return s
 	}
 	if strings.HasPrefix(s.Step, "mount proc on /proc") && errors.Is(s.Err, unix.EPERM) {
-		s.Hint = procMountHint(readFacts())
+		s.Hint = procMountHint(ReadFacts())
 	}
 	return &UnavailableError{withModeAdvice(plan, s)}
 }
 
 // InitFailure is why the init did not become ready: the failure it
 // reported, or how it ended without one.
-func InitFailure(err error, status int) *stage.SetupError {
-	var setup *stage.SetupError
+func InitFailure(err error, status int) *setuperr.SetupError {
+	var setup *setuperr.SetupError
 	switch {
 	case errors.As(err, &setup):
 		return setup
 	case err == nil:
 		err = fmt.Errorf("exited with status %d before it was ready", status)
 	}
-	return &stage.SetupError{Step: "start the pidns init", Err: err}
+	return &setuperr.SetupError{Step: "start the pidns init", Err: err}
 }
 
 // withModeAdvice adds the way out that only an explicit --mode pidns
 // needs: auto falls back by itself, and in the probe it is no advice.
-func withModeAdvice(plan *stage.Plan, s *stage.SetupError) *stage.SetupError {
-	if plan != nil && plan.Mode == stage.ModePidns && !plan.Namespaces.Any() {
+func withModeAdvice(run *plan.Plan, s *setuperr.SetupError) *setuperr.SetupError {
+	if run != nil && run.Mode == plan.ModePidns && !run.Namespaces.Any() {
 		if s.Hint != "" {
 			s.Hint += "; "
 		}
@@ -137,7 +144,7 @@ func DiagnoseUserns() (string, error) {
 	// Before any write: through another namespace's /proc, the child's
 	// pid names some other process.
 	if err := procForIDMaps("/proc"); err != nil {
-		return idMapsStep, err
+		return IDMapsStep, err
 	}
 	sys := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER, Pdeathsig: syscall.SIGKILL}
 	pid, link, err := stage.Spawn(stage.ProbeArg0, stage.MsgProbeStart, stage.ProbeStart{Step: "hold"}, syscall.ProcAttr{Sys: sys, Env: []string{}}, stage.Inherited())
@@ -179,8 +186,8 @@ func DiagnoseUserns() (string, error) {
 	return "", nil
 }
 
-// idMapsStep is the step a /proc unfit for id maps fails.
-const idMapsStep = "write a new user namespace's id maps through /proc"
+// IDMapsStep is the step a /proc unfit for id maps fails.
+const IDMapsStep = "write a new user namespace's id maps through /proc"
 
 // unfitProc is why /proc cannot carry a child's id maps, and the fix.
 type unfitProc struct{ why, fix string }
@@ -227,20 +234,21 @@ func procForIDMaps(dir string) error {
 // CheckProc is procForIDMaps for a launch: nil, or why pidns mode cannot
 // make a user namespace here, as an *UnavailableError (auto falls back;
 // an explicit --mode pidns is a 125 that names it).
-func CheckProc(plan *stage.Plan) error {
+func CheckProc(plan *plan.Plan) error {
 	err := procForIDMaps("/proc")
 	if err == nil {
 		return nil
 	}
-	return &UnavailableError{withModeAdvice(plan, &stage.SetupError{Step: idMapsStep, Err: err, Hint: refusalHint(facts{}, idMapsStep, err, 0, true)})}
+	return &UnavailableError{withModeAdvice(plan, &setuperr.SetupError{Step: IDMapsStep, Err: err, Hint: RefusalHint(Facts{}, IDMapsStep, err, 0, true)})}
 }
 
-// facts is what corral can see about its own situation.
-type facts struct {
-	uid        int
+// Facts is what corral can see about its own situation.
+// Facts are what corral can see of itself and the kernel.
+type Facts struct {
+	UID        int
 	caps       uint64 // effective
-	seccomp    string // "Seccomp:" of /proc/self/status: 0 none, 1 strict, 2 filter; "" unknown
-	noNewPrivs string // "NoNewPrivs:"
+	Seccomp    string // "Seccomp:" of /proc/self/status: 0 none, 1 strict, 2 filter; "" unknown
+	NoNewPrivs string // "NoNewPrivs:"
 	sysctls    map[string]string
 	engine     container.Engine // whose words a fix is given in
 }
@@ -254,11 +262,11 @@ var explainingSysctls = []string{
 	"user.max_net_namespaces", "user.max_ipc_namespaces", "user.max_uts_namespaces",
 }
 
-func readFacts() facts {
-	f := facts{uid: os.Getuid(), sysctls: map[string]string{}, engine: container.Here()}
+func ReadFacts() Facts {
+	f := Facts{UID: os.Getuid(), sysctls: map[string]string{}, engine: container.Here()}
 	f.caps, _ = stage.EffectiveCaps()
 	if status, err := proc.ReadStatus("/proc/self/status"); err == nil {
-		f.seccomp, f.noNewPrivs = status["Seccomp"], status["NoNewPrivs"]
+		f.Seccomp, f.NoNewPrivs = status["Seccomp"], status["NoNewPrivs"]
 	}
 	for _, name := range explainingSysctls {
 		if v, ok := readSysctl(name); ok {
@@ -276,7 +284,7 @@ func readSysctl(name string) (string, bool) {
 	return strings.TrimSpace(string(data)), true
 }
 
-func (f facts) has(c capability.Cap) bool { return f.caps&(1<<uint(c)) != 0 }
+func (f Facts) Has(c capability.Cap) bool { return f.caps&(1<<uint(c)) != 0 }
 
 // nsSysctls maps clone flags to the sysctl that counts that namespace.
 var nsSysctls = []struct {
@@ -289,7 +297,7 @@ var nsSysctls = []struct {
 }
 
 // refusalHint explains a refused namespace step.
-func refusalHint(f facts, step string, err error, flags uintptr, userns bool) string {
+func RefusalHint(f Facts, step string, err error, flags uintptr, userns bool) string {
 	var unfit *unfitProc
 	switch {
 	case errors.As(err, &unfit):
@@ -298,11 +306,11 @@ func refusalHint(f facts, step string, err error, flags uintptr, userns bool) st
 		// What procForIDMaps did not see: a read-only mount beneath /proc.
 		return "/proc is read-only where corral writes the id maps; mount a writable proc, e.g. bwrap's --proc /proc after --ro-bind / /"
 	case strings.Contains(step, "uid_map") && errors.Is(err, unix.EPERM):
-		if f.uid == 0 && !f.has(capability.CAP_SETFCAP) {
+		if f.UID == 0 && !f.Has(capability.CAP_SETFCAP) {
 			return "uid 0 without CAP_SETFCAP cannot map itself into a user namespace (Linux 5.12+), and corral needs one because it lacks CAP_SYS_ADMIN: " +
 				"add CAP_SETFCAP (" + f.engine.CapAdd("SETFCAP") + ") or CAP_SYS_ADMIN, or run corral as a non-zero uid (" + f.engine.User() + ")"
 		}
-		return fmt.Sprintf("the kernel refused to map uid %d to itself: a security module (AppArmor, SELinux) may forbid it", f.uid)
+		return fmt.Sprintf("the kernel refused to map uid %d to itself: a security module (AppArmor, SELinux) may forbid it", f.UID)
 	case strings.Contains(step, "setgroups"), strings.Contains(step, "gid_map"):
 		return "the kernel refused the gid map: a security module (AppArmor, SELinux) may forbid it"
 	case errors.Is(err, unix.ENOSPC):
@@ -329,16 +337,16 @@ func refusalHint(f facts, step string, err error, flags uintptr, userns bool) st
 	}
 	// EPERM or EACCES from the clone itself.
 	var causes, fixes []string
-	if f.seccomp == "2" {
+	if f.Seccomp == "2" {
 		cause := "corral runs under a seccomp filter (Seccomp: 2 in /proc/self/status) that refuses new namespaces"
-		if !f.has(capability.CAP_SYS_ADMIN) {
+		if !f.Has(capability.CAP_SYS_ADMIN) {
 			cause += ", as the default profiles of Docker, containerd and Kubernetes (RuntimeDefault) do for a process without CAP_SYS_ADMIN"
 		}
 		causes = append(causes, cause)
 		fixes = append(fixes, "a profile that allows them ("+f.engine.SeccompUnconfined()+")")
 	}
 	if userns {
-		if f.sysctls["kernel.unprivileged_userns_clone"] == "0" && f.uid != 0 {
+		if f.sysctls["kernel.unprivileged_userns_clone"] == "0" && f.UID != 0 {
 			causes = append(causes, "kernel.unprivileged_userns_clone is 0")
 			fixes = append(fixes, "sysctl -w kernel.unprivileged_userns_clone=1")
 		}
@@ -346,10 +354,10 @@ func refusalHint(f facts, step string, err error, flags uintptr, userns bool) st
 			causes = append(causes, "kernel.apparmor_restrict_unprivileged_userns is 1")
 			fixes = append(fixes, "an AppArmor profile for corral that allows userns, or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
 		}
-		if f.uid == 0 && !f.has(capability.CAP_SYS_ADMIN) {
+		if f.UID == 0 && !f.Has(capability.CAP_SYS_ADMIN) {
 			fixes = append(fixes, "give corral CAP_SYS_ADMIN so it needs no user namespace ("+f.engine.CapAdd("SYS_ADMIN")+")")
 		}
-	} else if !f.has(capability.CAP_SYS_ADMIN) {
+	} else if !f.Has(capability.CAP_SYS_ADMIN) {
 		causes = append(causes, "creating namespaces without a user namespace needs CAP_SYS_ADMIN, which corral lacks")
 	}
 	if len(causes) == 0 {
@@ -367,14 +375,14 @@ func refusalHint(f facts, step string, err error, flags uintptr, userns bool) st
 }
 
 // procMountHint explains a refused fresh proc mount.
-func procMountHint(f facts) string {
+func procMountHint(f Facts) string {
 	msg := "parts of /proc are overmounted (container runtimes mask /proc/kcore, /proc/sys and friends), and the kernel then refuses a fresh proc mount to a user namespace"
 	fix := "unmask /proc (" + f.engine.Unmask() + ")"
 	switch {
-	case f.uid == 0 && !f.has(capability.CAP_SYS_ADMIN):
+	case f.UID == 0 && !f.Has(capability.CAP_SYS_ADMIN):
 		msg += "; corral is uid 0 but lacks CAP_SYS_ADMIN, so it needed one"
 		fix = "add CAP_SYS_ADMIN (" + f.engine.CapAdd("SYS_ADMIN") + "), or " + fix
-	case f.uid != 0:
+	case f.UID != 0:
 		fix += ", or run corral as root with CAP_SYS_ADMIN"
 	}
 	return msg + "; fix: " + fix
@@ -388,14 +396,14 @@ func resourceHint(err error, env, argv []string, caller stage.Caller) string {
 	case errors.Is(err, unix.EMFILE):
 		var rl unix.Rlimit
 		_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &rl)
-		return fmt.Sprintf("corral has reached its open-file limit (RLIMIT_NOFILE %s, hard %s): raise it (ulimit -n; %s)", stage.RlimitValue(rl.Cur), stage.RlimitValue(rl.Max), container.Here().Ulimit("nofile"))
+		return fmt.Sprintf("corral has reached its open-file limit (RLIMIT_NOFILE %s, hard %s): raise it (ulimit -n; %s)", plan.RlimitValue(rl.Cur), plan.RlimitValue(rl.Max), container.Here().Ulimit("nofile"))
 	case errors.Is(err, unix.EBADF) && len(caller.FDs) > 0:
 		// stage.Files puts a stage's socket above the caller's highest
 		// descriptor, which must stay below the limit.
 		var rl unix.Rlimit
 		_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &rl)
 		high := caller.FDs[len(caller.FDs)-1]
-		return fmt.Sprintf("corral passes its stages a descriptor above the highest one it inherited (%d), and RLIMIT_NOFILE %s does not reach that far: raise the limit above %d, or start corral with fewer descriptors open", high, stage.RlimitValue(rl.Cur), high+1)
+		return fmt.Sprintf("corral passes its stages a descriptor above the highest one it inherited (%d), and RLIMIT_NOFILE %s does not reach that far: raise the limit above %d, or start corral with fewer descriptors open", high, plan.RlimitValue(rl.Cur), high+1)
 	case errors.Is(err, unix.ENFILE):
 		max, _ := readSysctl("fs.file-max")
 		return "the machine's open-file limit is reached (fs.file-max " + max + "): raise it, or close files elsewhere"
@@ -455,50 +463,6 @@ func processLimits() string {
 		}
 	}
 	return strings.Join(limits, ", ")
-}
-
-// probeUserns is the probe's answer for user namespaces: each step
-// pidns mode takes, tried alone, so a refused uid map is not reported as
-// user namespaces being disabled.
-func probeUserns() Check {
-	c := Check{Name: "user namespaces"}
-	step, err := DiagnoseUserns()
-	switch {
-	case step == "":
-		c.Available = true
-	case strings.HasPrefix(step, "clone("), step == idMapsStep:
-		c.Detail = (&stage.SetupError{Step: step, Err: err, Hint: refusalHint(readFacts(), step, err, unix.CLONE_NEWUSER, true)}).Error()
-	default:
-		f := readFacts()
-		why := "available, but " + step + " failed"
-		if strings.Contains(step, "uid_map") && f.uid == 0 && !f.has(capability.CAP_SETFCAP) {
-			why = "available, but uid 0 without CAP_SETFCAP cannot map itself"
-		}
-		c.Detail = why + ": " + (&stage.SetupError{Step: step, Err: err, Hint: refusalHint(f, step, err, unix.CLONE_NEWUSER, true)}).Error()
-	}
-	return c
-}
-
-// withNoNewPrivsNote adds to the probe's seccomp answer what corral can
-// see of its own state: a filter it already runs under, and no_new_privs
-// inherited (Kubernetes' allowPrivilegeEscalation: false sets it), which
-// nothing can clear for the runner.
-func withNoNewPrivsNote(c Check) Check {
-	f := readFacts()
-	var notes []string
-	if f.seccomp == "2" {
-		notes = append(notes, "corral itself runs under a seccomp filter (Seccomp: 2)")
-	}
-	if f.noNewPrivs == "1" {
-		notes = append(notes, "no_new_privs is inherited (NoNewPrivs: 1), so it stays set for the runner whatever is asked")
-	}
-	for _, n := range notes {
-		if c.Detail != "" {
-			c.Detail += "; "
-		}
-		c.Detail += n
-	}
-	return c
 }
 
 func cloneFlagNames(flags uintptr) string {

@@ -1,14 +1,13 @@
-package stage
+package plan
 
 import (
 	"fmt"
-	"github.com/corral-sh/corral/internal/bounds"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/corral-sh/corral/internal/bounds"
 )
 
 // Rlimit is one resource limit for the runner.
@@ -18,24 +17,30 @@ type Rlimit struct {
 	Hard     uint64
 }
 
-// rlimitNames are the names of the runtime spec (and of setrlimit(2)).
+// RlimInfinity is setrlimit(2)'s "no limit".
+const RlimInfinity = math.MaxUint64
+
+// rlimitNames are the names of the runtime spec (and of setrlimit(2)),
+// with Linux's resource numbers, the same on every architecture
+// (asm-generic/resource.h; rlimit_test.go holds them against x/sys/unix):
+// the plan is data and makes no system call.
 var rlimitNames = map[string]int{
-	"RLIMIT_AS":         unix.RLIMIT_AS,
-	"RLIMIT_CORE":       unix.RLIMIT_CORE,
-	"RLIMIT_CPU":        unix.RLIMIT_CPU,
-	"RLIMIT_DATA":       unix.RLIMIT_DATA,
-	"RLIMIT_FSIZE":      unix.RLIMIT_FSIZE,
-	"RLIMIT_LOCKS":      unix.RLIMIT_LOCKS,
-	"RLIMIT_MEMLOCK":    unix.RLIMIT_MEMLOCK,
-	"RLIMIT_MSGQUEUE":   unix.RLIMIT_MSGQUEUE,
-	"RLIMIT_NICE":       unix.RLIMIT_NICE,
-	"RLIMIT_NOFILE":     unix.RLIMIT_NOFILE,
-	"RLIMIT_NPROC":      unix.RLIMIT_NPROC,
-	"RLIMIT_RSS":        unix.RLIMIT_RSS,
-	"RLIMIT_RTPRIO":     unix.RLIMIT_RTPRIO,
-	"RLIMIT_RTTIME":     unix.RLIMIT_RTTIME,
-	"RLIMIT_SIGPENDING": unix.RLIMIT_SIGPENDING,
-	"RLIMIT_STACK":      unix.RLIMIT_STACK,
+	"RLIMIT_AS":         9,
+	"RLIMIT_CORE":       4,
+	"RLIMIT_CPU":        0,
+	"RLIMIT_DATA":       2,
+	"RLIMIT_FSIZE":      1,
+	"RLIMIT_LOCKS":      10,
+	"RLIMIT_MEMLOCK":    8,
+	"RLIMIT_MSGQUEUE":   12,
+	"RLIMIT_NICE":       13,
+	"RLIMIT_NOFILE":     7,
+	"RLIMIT_NPROC":      6,
+	"RLIMIT_RSS":        5,
+	"RLIMIT_RTPRIO":     14,
+	"RLIMIT_RTTIME":     15,
+	"RLIMIT_SIGPENDING": 11,
+	"RLIMIT_STACK":      3,
 }
 
 // RlimitByName returns the resource number of a spec name like RLIMIT_NOFILE.
@@ -58,7 +63,7 @@ func (r Rlimit) String() string {
 
 // RlimitValue is v as setrlimit(2) users write it.
 func RlimitValue(v uint64) string {
-	if v == unix.RLIM_INFINITY {
+	if v == RlimInfinity {
 		return "unlimited"
 	}
 	return strconv.FormatUint(v, 10)
@@ -96,7 +101,7 @@ func ParseRlimit(s string) (Rlimit, error) {
 func parseRlimitValue(s string) (uint64, error) {
 	switch strings.ToLower(s) {
 	case "unlimited", "infinity":
-		return unix.RLIM_INFINITY, nil
+		return RlimInfinity, nil
 	}
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || v == math.MaxUint64 {

@@ -1,0 +1,99 @@
+package plan
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/corral-sh/corral/internal/landlock"
+	"github.com/corral-sh/corral/internal/seccomp"
+	"github.com/corral-sh/corral/internal/setuperr"
+)
+
+// The network policy as each mode enforces it (README.md, "Network
+// policy"), derived from the caller's plan by pure functions, once per
+// mode the launch tries: what the derived plan says is what the runner
+// gets, and the only copy that crosses to the init.
+
+// proxyPortInside is the proxy's port inside a new network namespace,
+// where nothing else listens yet: the first free of these past the
+// runner's own --host-port and --publish ports.
+const proxyPortInside = 3128
+
+// ForPidns is the plan of a namespace mode: a network namespace for any
+// network policy (an allowlist too: the proxy is its only way out) and,
+// with a proxy, the runner's environment naming it at its address inside,
+// where the init will listen.
+func (p Plan) ForPidns() Plan {
+	p.Namespaces.Net = p.Isolated()
+	if !p.Net.Proxy() {
+		return p
+	}
+	port := proxyPortInside
+	for p.Net.taken(uint16(port)) {
+		port++
+	}
+	return p.withProxy("127.0.0.1:" + strconv.Itoa(port))
+}
+
+func (n *Network) taken(port uint16) bool {
+	for _, list := range [][]uint16{n.HostPorts, n.Publish} {
+		for _, q := range list {
+			if q == port {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (p Plan) withProxy(addr string) Plan {
+	p.Net.ProxyAddr = addr
+	p.Env = WithProxyEnv(p.Env, addr)
+	return p
+}
+
+// Subreaper is what the host side found for subreaper mode's network
+// policy before deriving it: where the proxy listens on the host's
+// loopback ("": no proxy), and this kernel's Landlock (TCPPorts: ABI 4+;
+// Err: no Landlock at all).
+type Subreaper struct {
+	ProxyAddr   string
+	ProxyPort   uint16
+	LandlockABI int
+	TCPPorts    bool
+	LandlockErr error
+}
+
+// ForSubreaper is the plan of subreaper mode, where there is no network
+// namespace: the socket filter, Landlock's TCP ports (required for
+// anything but --net none), and the proxy on the host's loopback in the
+// runner's environment. It also returns -v's account of it.
+func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
+	if !p.Isolated() {
+		return p, "", nil
+	}
+	tcp := p.Net.Proxy() || len(p.Net.HostPorts) > 0 || len(p.Net.Publish) > 0
+	p.Privileges.Sockets = &seccomp.SocketRules{AllowTCP: tcp}
+	ports := s.LandlockErr == nil && s.TCPPorts
+	if tcp && !ports {
+		why := "this kernel's Landlock has no TCP port rules (ABI 4, Linux 6.7)"
+		if s.LandlockErr != nil {
+			why = s.LandlockErr.Error()
+		}
+		return p, "", &setuperr.SetupError{Step: "network policy in subreaper mode", Err: setuperr.Plain(why),
+			Hint: "--allow-net, --host-port and --publish need a network namespace (pidns mode) or Landlock's TCP port rules; corral does not run the command with more network than asked"}
+	}
+	how := "seccomp socket filter"
+	var connect []uint16
+	if p.Net.Proxy() {
+		p = p.withProxy(s.ProxyAddr)
+		connect = append(connect, s.ProxyPort)
+		how += ", egress proxy at " + s.ProxyAddr
+	}
+	if ports {
+		connect = append(connect, p.Net.HostPorts...)
+		p.Privileges.Landlock.Net = &landlock.NetPolicy{ConnectTCP: connect, BindTCP: p.Net.Publish}
+		how += fmt.Sprintf(", Landlock ABI %d TCP ports (connect %v, bind %v)", s.LandlockABI, connect, p.Net.Publish)
+	}
+	return p, how, nil
+}
