@@ -211,7 +211,7 @@ func relay(init int, sigs *reaper.Signals, term *terminal, broken <-chan error) 
 			}
 		case s := <-sigs.Incoming():
 			if term != nil { // terminal mode (terminal.go)
-				term.relay(init, s.(syscall.Signal))
+				term.passSignal(init, s.(syscall.Signal))
 				continue
 			}
 			// The init is our unreaped child: its pid cannot be reused.

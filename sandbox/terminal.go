@@ -153,12 +153,12 @@ func descends(pid, root int) bool {
 	return false
 }
 
-// relay passes a signal the pidns host side caught on to the init: a
+// passSignal passes a signal the pidns host side caught on to the init: a
 // SIGCONT first hands the terminal back (the shell's fg), so the init
 // continues the runner's group in the foreground; the job-stop signals
 // are passed on without stopping the host, whose stop follows the
 // runner's (followInit).
-func (t *terminal) relay(init int, sig syscall.Signal) {
+func (t *terminal) passSignal(init int, sig syscall.Signal) {
 	if sig == unix.SIGCONT {
 		t.handBack()
 	}

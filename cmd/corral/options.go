@@ -41,14 +41,6 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// parseRun turns the command line and environment into launch options.
-// Flags are strict (a malformed value is a usage error); environment
-// values are lenient (a malformed one means the default).
-func parseRun(args []string, lookup func(string) (string, bool)) (sandbox.Options, error) {
-	o, _, err := parseRunNoted(args, lookup)
-	return o, err
-}
-
 // parseRunNoted is parseRun, and also returns what -v should say about
 // the values used: a grace clamped from 45 to 30, an environment value
 // that did not parse.

@@ -60,12 +60,6 @@ func (e MountEntry) ReadOnly() bool {
 	return slices.Contains(e.Options, "ro") || slices.Contains(e.SuperOptions, "ro")
 }
 
-// NamespaceFile reports whether the mount is a namespace file bound onto
-// a path (nsfs: what ip netns add, podman, CNI and systemd's
-// PrivateNetwork leave behind). Its Root is not a path, so a caller that
-// needs one skips the entry; its MountPoint is an ordinary path.
-func (e MountEntry) NamespaceFile() bool { return isNamespaceRoot(e.Root) }
-
 // isNamespaceRoot matches what nsfs shows as a mount's root
 // (fs/nsfs.c, nsfs_show_path: "%s:[%lu]", the namespace type and the
 // inode number): "net:[4026532182]", "mnt:[4026531841]".

@@ -101,15 +101,6 @@ func (t Table) Children(pid int) ([]int, error) {
 	return kids, nil
 }
 
-// Stat implements Source.
-func (t Table) Stat(pid int) (Stat, error) {
-	st, ok := t[pid]
-	if !ok {
-		return Stat{}, os.ErrNotExist
-	}
-	return st, nil
-}
-
 // ScanAll reads every process in /proc into a Table. It costs one read per
 // process on the host, so the engine uses it only where the kernel lacks
 // /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN).

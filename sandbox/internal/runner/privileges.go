@@ -121,12 +121,6 @@ func readThreadStatus() (threadStatus, error) {
 	return statusNumbers(fields)
 }
 
-// parseStatus takes the numbers verifyPrivileges checks out of a status
-// file: the Cap* sets (hex) and NoNewPrivs, each required, and TracerPid.
-func parseStatus(text string) (threadStatus, error) {
-	return statusNumbers(proc.ParseStatus(text))
-}
-
 func statusNumbers(fields map[string]string) (threadStatus, error) {
 	out := threadStatus{}
 	// TracerPid is only informative (forkHeld): absent, it is 0.

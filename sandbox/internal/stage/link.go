@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/corral-sh/corral/internal/setuperr"
+	"github.com/corral-sh/corral/internal/stagearg"
 	"github.com/corral-sh/corral/internal/wire"
 	"golang.org/x/sys/unix"
 )
@@ -20,9 +21,9 @@ import (
 // The argv[0] of each re-executed role: names no user types by accident.
 // A stage's argv[1] is its socket's descriptor number.
 const (
-	InitArg0  = "corral [init]"
-	ExecArg0  = "corral [exec]"
-	ProbeArg0 = "corral [probe]"
+	InitArg0  = stagearg.Init
+	ExecArg0  = stagearg.Exec
+	ProbeArg0 = stagearg.Probe
 )
 
 // The stage protocol: how corral talks to the copies of itself it starts
@@ -52,17 +53,14 @@ func (l *Link) Close() error { return l.rw.Close() }
 // Current returns the role this process was started as (its argv[0]) when
 // it is one of the copies corral starts of itself, else "".
 func Current() string {
-	if len(os.Args) != 2 {
+	role := stagearg.Current()
+	if role == "" {
 		return ""
 	}
 	if _, err := socketFD(); err != nil {
 		return ""
 	}
-	switch a := os.Args[0]; a {
-	case InitArg0, ExecArg0, ProbeArg0:
-		return a
-	}
-	return ""
+	return role
 }
 
 func socketFD() (int, error) {

@@ -80,9 +80,6 @@ var table = [...]Message{
 	{MsgPublishConn, "PublishConn", RoleInit, RoleHost, func() any { return new(PublishConn) }},
 }
 
-// Messages returns the table.
-func Messages() []Message { return slices.Clone(table[:]) }
-
 // Lookup returns the row of kind k.
 func Lookup(k Kind) (Message, bool) {
 	for _, m := range table {
@@ -132,15 +129,6 @@ var steps = [...]stepInfo{
 	StepProbeStart:   {RoleProbeChild, "the probe child's start message", []Kind{MsgProbeStart}, MsgProbeReady, MsgProbeFailed},
 	StepProbeReply:   {RoleProbe, "the probe child's reply", []Kind{MsgProbeReady, MsgProbeFailed}, 0, 0},
 	StepInitRequests: {RoleInit, "the host side's requests", []Kind{MsgPublishDial}, 0, 0},
-}
-
-// Steps lists every receive step.
-func Steps() []Step {
-	out := make([]Step, len(steps))
-	for i := range out {
-		out[i] = Step(i)
-	}
-	return out
 }
 
 // Receiver is the role that reads at s.

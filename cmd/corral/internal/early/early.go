@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/corral-sh/corral/internal/stagearg"
 	"github.com/corral-sh/corral/reaper"
 )
 
@@ -39,7 +40,7 @@ func IsSubcommand(name string) bool {
 }
 
 func init() {
-	if len(os.Args) == 2 && strings.HasPrefix(os.Args[0], "corral [") { // a stage: see package sandbox
+	if stagearg.Current() != "" { // a stage registers its own (package sandbox)
 		return
 	}
 	if strings.HasSuffix(os.Args[0], ".test") {
