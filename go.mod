@@ -8,3 +8,5 @@ require (
 	golang.org/x/sys v0.50.0
 	gopkg.in/yaml.v3 v3.0.1 // test only: test/deploy_test.go parses deploy/
 )
+
+require golang.org/x/net v0.63.0 // indirect

@@ -72,7 +72,7 @@ func openNetwork(p *stage.Proc, plan *stage.Plan) (*network, error) {
 		}
 		n.log = log
 	}
-	n.proxy = egress.NewProxy(egress.Config{Rules: rules, Resolver: net.DefaultResolver, Log: n.log, Stderr: p.Stderr})
+	n.proxy = egress.NewProxy(egress.Config{Rules: rules, Log: n.log, Stderr: p.Stderr})
 	return n, nil
 }
 
@@ -114,7 +114,7 @@ func (n *network) forPidns(plan stage.Plan) stage.Plan {
 		port++
 	}
 	plan.Net.ProxyAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	plan.Env = stage.WithProxyEnv(plan.Env, plan.Net.ProxyAddr)
+	plan.Env = stage.WithProxyEnv(plan.Env, n.proxy.Userinfo()+"@"+plan.Net.ProxyAddr)
 	return plan
 }
 
@@ -164,7 +164,7 @@ func (n *network) serveInside(ls *stage.NetListeners) error {
 		if err != nil {
 			return &SetupError{Step: fmt.Sprintf("serve --host-port %d", port), Err: err}
 		}
-		n.proxy.Forward(l, dialHost(port))
+		n.proxy.Forward(l, fmt.Sprintf("--host-port %d", port), dialHost(port))
 	}
 	return nil
 }
@@ -185,7 +185,7 @@ func (n *network) forwardPublished(link *stage.Link) {
 	n.link = link
 	n.mu.Unlock()
 	for i, l := range n.published {
-		n.proxy.Forward(l, n.dialInside(n.plan.Publish[i]))
+		n.proxy.Forward(l, fmt.Sprintf("--publish %d", n.plan.Publish[i]), n.dialInside(n.plan.Publish[i]))
 	}
 	n.published = nil // the proxy owns and closes them now
 }
@@ -266,7 +266,7 @@ func (n *network) forSubreaper(plan stage.Plan) (stage.Plan, string, error) {
 			return plan, "", &SetupError{Step: "listen for the egress proxy on the host's loopback", Err: unwrapSyscall(err)}
 		}
 		plan.Net.ProxyAddr = l.Addr().String()
-		plan.Env = stage.WithProxyEnv(plan.Env, plan.Net.ProxyAddr)
+		plan.Env = stage.WithProxyEnv(plan.Env, n.proxy.Userinfo()+"@"+plan.Net.ProxyAddr)
 		connect = append(connect, uint16(l.Addr().(*net.TCPAddr).Port))
 		n.proxy.Serve(l)
 		how += ", egress proxy at " + plan.Net.ProxyAddr
