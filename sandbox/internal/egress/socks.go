@@ -116,7 +116,9 @@ type socksRefusal struct {
 	reason string
 }
 
-func (e *socksRefusal) Error() string { return "SOCKS reply " + strconv.Itoa(int(e.code)) + ": " + e.reason }
+func (e *socksRefusal) Error() string {
+	return "SOCKS reply " + strconv.Itoa(int(e.code)) + ": " + e.reason
+}
 
 // readSOCKSRequest runs the method negotiation and the username/password
 // check, and reads the CONNECT request, returning the destination as a
