@@ -258,9 +258,11 @@ var carriers = sync.OnceValue(func() (c struct{ translated, nat64, nat64Local, s
 
 // embeddedIPv4 returns the IPv4 addresses an IPv6 address carries, which a
 // gateway or tunnel would connect to: 64:ff9b::7f00:1 reaches 127.0.0.1
-// through NAT64. IPv4-mapped addresses are unmapped before this. For the
+// through NAT64. IPv4-mapped addresses are unmapped before this. In the
 // local-use NAT64 block 64:ff9b:1::/48 the operator picks the prefix
-// length, so each RFC 6052 position (/48, /56, /64, /96) is returned.
+// length; only the /96 form (the IPv4 address last) is read, as the other
+// RFC 6052 positions would read zero bytes of most addresses as 0.0.0.0
+// and refuse every one.
 func embeddedIPv4(a netip.Addr) []embedded {
 	if !a.Is6() {
 		return nil
@@ -273,8 +275,7 @@ func embeddedIPv4(a netip.Addr) []embedded {
 	case pfx.nat64.Contains(a):
 		return []embedded{{at(12, 13, 14, 15), "NAT64"}}
 	case pfx.nat64Local.Contains(a):
-		return []embedded{{at(6, 7, 9, 10), "NAT64"}, {at(7, 9, 10, 11), "NAT64"},
-			{at(9, 10, 11, 12), "NAT64"}, {at(12, 13, 14, 15), "NAT64"}}
+		return []embedded{{at(12, 13, 14, 15), "NAT64"}}
 	case pfx.sixToFour.Contains(a):
 		return []embedded{{at(2, 3, 4, 5), "6to4"}}
 	case pfx.teredo.Contains(a):
