@@ -243,3 +243,20 @@ func TestForwardAndDirectLogged(t *testing.T) {
 		t.Errorf("stderr %q; want one line for the destination", got)
 	}
 }
+
+// Config.Deny reaches the proxy's decision: a deny entry refuses where an
+// allow entry admits, with a 403 naming it.
+func TestProxyDeny(t *testing.T) {
+	srv := startServer(t, "tcp", "127.0.0.1:0", echo)
+	deny, err := ParseDenyRule("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := startProxy(t, Config{Deny: []Rule{deny}}, "127.0.0.0/8:*")
+	c, br, status := connectDial(t, tp.addr, net.JoinHostPort("127.0.0.1", strconv.Itoa(int(srv.port()))))
+	body, _ := io.ReadAll(br)
+	c.Close()
+	if !strings.Contains(status, "403") || !strings.Contains(string(body), "denied by --deny-net 127.0.0.1") {
+		t.Errorf("%q %q; want 403 naming the deny entry", status, body)
+	}
+}
