@@ -58,7 +58,9 @@ func openNetwork(p *stage.Proc, run *plan.Plan, rules []egress.Rule) (*network, 
 		}
 		n.log = log
 	}
-	n.proxy = egress.NewProxy(egress.Config{Rules: rules, Resolver: net.DefaultResolver, Log: n.log, Stderr: p.Stderr})
+	// The proxy reads the hosts file and the nameservers now, before the
+	// runner exists: nothing it writes later steers an allowed name.
+	n.proxy = egress.NewProxy(egress.Config{Rules: rules, Log: n.log, Stderr: p.Stderr})
 	return n, nil
 }
 
@@ -88,7 +90,16 @@ func (n *network) forPidns() (plan.Plan, error) {
 		}
 		n.published = append(n.published, l)
 	}
-	return n.run.ForPidns(), nil
+	return n.run.ForPidns(n.userinfo()), nil
+}
+
+// userinfo is the proxy's per-run USER:PASS, which the proxy URLs in the
+// runner's environment carry; "": no proxy.
+func (n *network) userinfo() string {
+	if n.proxy == nil || !n.run.Net.Proxy() {
+		return ""
+	}
+	return n.proxy.Userinfo()
 }
 
 // abandon removes the --publish listeners of a pidns attempt that did not
@@ -125,7 +136,7 @@ func (n *network) fromInit(_ stage.Kind, msg any) error {
 		if err != nil {
 			return &setuperr.SetupError{Step: fmt.Sprintf("serve --host-port %d", port), Err: err}
 		}
-		n.proxy.Forward(l, dialHost(port))
+		n.proxy.Forward(l, fmt.Sprintf("--host-port %d", port), dialHost(port))
 	}
 	return nil
 }
@@ -147,7 +158,7 @@ func (n *network) attach(link *stage.Link) bool {
 		return false
 	}
 	for i, l := range n.published {
-		n.proxy.Forward(l, dialInside(link, n.run.Net.Publish[i]))
+		n.proxy.Forward(l, fmt.Sprintf("--publish %d", n.run.Net.Publish[i]), dialInside(link, n.run.Net.Publish[i]))
 	}
 	n.published = nil // the proxy owns and closes them now
 	return true
@@ -180,7 +191,7 @@ func (n *network) forSubreaper() (plan.Plan, string, error) {
 	if !n.run.Isolated() {
 		return *n.run, "", nil
 	}
-	var found plan.Subreaper
+	found := plan.Subreaper{Userinfo: n.userinfo()}
 	info, err := landlock.Describe()
 	found.LandlockErr, found.LandlockABI, found.TCPPorts = err, info.ABI, err == nil && info.TCPPortRules()
 	if n.run.Net.Proxy() && found.TCPPorts { // without them ForSubreaper refuses

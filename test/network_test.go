@@ -998,10 +998,16 @@ func TestAllowNetEnvironment(t *testing.T) {
 			if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
 				t.Errorf("%s: the proxy address %q is not a loopback address", how.name, u.Host)
 			}
+			// The run's own credentials, in every URL.
+			pass, _ := u.User.Password()
+			if len(u.User.Username()) < 16 || len(pass) < 16 {
+				t.Errorf("%s: HTTP_PROXY %q carries no credentials (USER:PASS@ADDR)", how.name, httpURL)
+			}
+			auth := u.User.String() + "@" + u.Host
 			want := map[string]string{
-				"HTTP_PROXY": "http://" + u.Host, "http_proxy": "http://" + u.Host,
-				"HTTPS_PROXY": "http://" + u.Host, "https_proxy": "http://" + u.Host,
-				"ALL_PROXY": "socks5h://" + u.Host, "all_proxy": "socks5h://" + u.Host,
+				"HTTP_PROXY": "http://" + auth, "http_proxy": "http://" + auth,
+				"HTTPS_PROXY": "http://" + auth, "https_proxy": "http://" + auth,
+				"ALL_PROXY": "socks5h://" + auth, "all_proxy": "socks5h://" + auth,
 			}
 			for k, v := range want {
 				if env[k] != v {
@@ -1143,8 +1149,12 @@ exec $NP serve %s "$R"/ready "$R"/stop
 
 // --- the log, teardown, input, load ----------------------------------------
 
-// logKeys are exactly the keys of a --net-log line.
-var logKeys = []string{"address", "bytes_down", "bytes_up", "decision", "host", "port", "reason", "time"}
+// decisionKeys and endKeys are exactly the keys of a --net-log decision
+// line and end line.
+var (
+	decisionKeys = []string{"address", "decision", "host", "id", "port", "reason", "time"}
+	endKeys      = []string{"bytes_down", "bytes_up", "duration_ms", "event", "id", "time"}
+)
 
 // --net-log (SPEC.md Network policy): one JSON line per proxied connection,
 // an allow and a deny, with their fields and byte counts (payload only; the
@@ -1190,8 +1200,8 @@ func TestNetLog(t *testing.T) {
 				t.Fatalf("--net-log line is not one JSON object: %v: %q", err, line)
 			}
 			keys := slices.Sorted(maps.Keys(doc))
-			if !slices.Equal(keys, logKeys) {
-				t.Errorf("--net-log keys: want %v, got %v", logKeys, keys)
+			if !slices.Equal(keys, decisionKeys) && !slices.Equal(keys, endKeys) {
+				t.Errorf("--net-log keys: want %v or %v, got %v", decisionKeys, endKeys, keys)
 			}
 			s, _ := doc["time"].(string)
 			if ts, err := time.Parse(time.RFC3339Nano, s); err != nil || !strings.HasSuffix(s, "Z") {
@@ -1201,24 +1211,24 @@ func TestNetLog(t *testing.T) {
 			}
 			lines = append(lines, doc)
 		}
-		if len(lines) != 2 {
-			t.Fatalf("--net-log: want 2 lines (one allow, one deny), got %d:\n%s", len(lines), data)
+		if len(lines) != 3 {
+			t.Fatalf("--net-log: want 3 lines (an allow, its end, a deny), got %d:\n%s", len(lines), data)
 		}
-		find := func(host string) map[string]any {
+		find := func(key, value string) map[string]any {
 			for _, l := range lines {
-				if l["host"] == host {
+				if l[key] == value {
 					return l
 				}
 			}
-			t.Fatalf("--net-log has no line for %s:\n%s", host, data)
+			t.Fatalf("--net-log has no line with %s %s:\n%s", key, value, data)
 			return nil
 		}
-		wantState(t, find("good.test"), map[string]any{
-			"port": srv.port, "address": "127.0.0.2", "decision": "allow", "bytes_up": up, "bytes_down": down,
-		})
-		deny := find("bad.test")
+		allow := find("host", "good.test")
+		wantState(t, allow, map[string]any{"id": 1, "port": srv.port, "address": "127.0.0.2", "decision": "allow"})
+		wantState(t, find("event", "end"), map[string]any{"id": 1, "bytes_up": up, "bytes_down": down})
+		deny := find("host", "bad.test")
 		// A refused name is never resolved: a lookup would leak it to DNS.
-		wantState(t, deny, map[string]any{"port": badPort, "address": "", "decision": "deny", "bytes_up": 0, "bytes_down": 0})
+		wantState(t, deny, map[string]any{"id": 2, "port": badPort, "address": "", "decision": "deny"})
 		if r, _ := deny["reason"].(string); r == "" {
 			t.Errorf("the deny line gives no reason: %v", deny)
 		}
@@ -1609,6 +1619,116 @@ func TestNetProbe(t *testing.T) {
 					t.Errorf("-v %v does not mention %q: %q", tc.flags, w, res.stderr)
 				}
 			}
+		}
+		e.assertGone()
+	})
+}
+
+// The proxy is the run's own (SPEC.md Network policy, "The egress proxy"):
+// the runner's proxy URLs carry a per-run user and password, which
+// unmodified clients send (pip's requests, pip, npm, besides the curl,
+// urllib and git of TestAllowNetHTTP); a request without them gets 407 (or
+// a SOCKS5 refusal), from inside and, where the proxy listens on the host,
+// from any other process outside.
+func TestAllowNetCredentials(t *testing.T) {
+	requireClients(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		e := newEnv(t, m)
+		srv := startHTTP(t, "127.0.0.2", "")
+		u := func(path string) string { return hostURL("good.test", srv, path) }
+		runner, results := e.script(fmt.Sprintf(`hp=${HTTP_PROXY##*@}
+echo "$hp" >"$R"/addr.tmp && mv "$R"/addr.tmp "$R"/addr
+curl -sS -o /dev/null -w '%%{http_code}' --max-time 10 -x "http://$hp" %[1]s >"$R"/noauth 2>"$R"/noauth.err
+curl -sS -o /dev/null --max-time 10 --socks5-hostname "$hp" %[2]s 2>"$R"/socks-noauth.err; echo $? >"$R"/socks-noauth
+curl -sS -o /dev/null -w '%%{http_code}' --max-time 10 %[3]s >"$R"/curl 2>"$R"/curl.err
+/usr/bin/python3 -c 'import sys; from pip._vendor import requests; print(requests.get(sys.argv[1], timeout=20).status_code)' %[4]s >"$R"/requests 2>"$R"/requests.err
+/usr/bin/pip3 download --no-deps --no-cache-dir --retries 0 --timeout 20 -d "$D"/pip --trusted-host good.test -i %[5]s corralprobe >"$R"/pip.out 2>&1
+command -v npm >/dev/null && npm view corralprobe --registry %[6]s --fetch-retries 0 --cache "$D"/npm >"$R"/npm.out 2>&1
+waitfor "$R"/finish
+`, shq(u("noauth")), shq(u("socks-noauth")), shq(u("curl")), shq(u("requests")), shq(u("simple")+"/"), shq(u("npm")+"/")))
+		r := e.startCmd(e.withHosts(e.args(netOpts("--allow-net", fmt.Sprintf("good.test:%d", srv.port), "--allow-net",
+			fmt.Sprintf("127.0.0.2/32:%d", srv.port)), runner), e.markerEnv()))
+		addrFile := filepath.Join(results, "addr")
+		deadline := time.Now().Add(readyTimeout)
+		for {
+			if _, err := os.Stat(addrFile); err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		addr := strings.TrimSpace(readResult(t, results, "addr"))
+		if !m.pidns() {
+			// Another process on the host, without the credentials.
+			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				t.Fatalf("the proxy at %s: %v", addr, err)
+			}
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			fmt.Fprintf(c, "CONNECT good.test:%d HTTP/1.1\r\n\r\n", srv.port)
+			head, _ := io.ReadAll(io.LimitReader(c, 4096))
+			c.Close()
+			if !strings.HasPrefix(string(head), "HTTP/1.1 407 ") || !strings.Contains(string(head), `Proxy-Authenticate: Basic realm="corral"`) {
+				t.Errorf("a host process without the credentials: %q; want 407 with the Basic challenge", head)
+			}
+		}
+		os.WriteFile(filepath.Join(results, "finish"), nil, 0o644)
+		res := r.wait(corralTimeout)
+		wantNetCode(t, res, 0)
+		get := func(name string) string { return strings.TrimSpace(readResult(t, results, name)) }
+		if got := get("noauth"); got != "407" {
+			t.Errorf("curl without the credentials: %q (%s); want 407", got, get("noauth.err"))
+		}
+		if got := get("socks-noauth"); got == "0" {
+			t.Errorf("curl over SOCKS5 without the credentials succeeded; want a refusal")
+		}
+		for _, p := range []string{"/noauth", "/socks-noauth"} {
+			if srv.saw(p) {
+				t.Errorf("a request without the credentials reached the server: %s", p)
+			}
+		}
+		if got := get("curl"); got != "200" || !srv.saw("/curl") {
+			t.Errorf("curl with the proxy URL: %q (%s); want 200", got, get("curl.err"))
+		}
+		if got := get("requests"); got != "200" || !srv.saw("/requests") {
+			t.Errorf("python requests (pip's): %q (%s); want 200", got, get("requests.err"))
+		}
+		if !srv.saw("/simple/corralprobe/") {
+			t.Errorf("pip never reached the index through the proxy:\n%s", get("pip.out"))
+		}
+		if _, err := exec.LookPath("npm"); err == nil && !srv.saw("/npm/corralprobe") {
+			t.Errorf("npm never reached the registry through the proxy:\n%s", get("npm.out"))
+		}
+		e.assertGone()
+	})
+}
+
+// The resolver a runner cannot steer (SPEC.md Network policy): a runner
+// that rewrites /etc/hosts (root shares it in every mode here) and waits
+// out Go's 5 s re-read still reaches the address the name had when corral
+// started.
+func TestAllowNetHostsRewrite(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		if m.rootless {
+			t.Skip("uid 65534 cannot write the hosts file")
+		}
+		e := newEnv(t, m)
+		good := startTCP(t, "127.0.0.2", false, func(b []byte) []byte { return []byte("good") })
+		dest := fmt.Sprintf("good.test:%d", good.port)
+		runner, results := e.script(fmt.Sprintf(`echo "127.0.0.3 good.test" >/etc/hosts 2>"$R"/write.err || echo failed >"$R"/write.err
+sleep 5.5
+$NP tunnel %s 4 >"$R"/probe
+`, dest))
+		rules := netOpts("--allow-net", dest, "--allow-net", "127.0.0.0/8:*")
+		res := e.startCmd(e.withHosts(e.args(rules, runner), e.markerEnv())).wait(corralTimeout)
+		wantNetCode(t, res, 0)
+		if w := strings.TrimSpace(readResult(t, results, "write.err")); w != "" {
+			t.Skipf("the runner could not rewrite /etc/hosts here: %s", w)
+		}
+		got := probeLines(readResult(t, results, "probe"))
+		wantStep(t, got, "tunnel "+dest+" 4", "status 200 down=4",
+			"good.test must still reach 127.0.0.2 after the runner rewrote /etc/hosts")
+		if len(good.connections()) != 1 {
+			t.Errorf("the original address got %d connections; want 1", len(good.connections()))
 		}
 		e.assertGone()
 	})

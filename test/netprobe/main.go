@@ -51,6 +51,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -352,21 +353,32 @@ func waitFile(path string) error {
 	}
 }
 
-// proxyAddr is host:port of the proxy URL in the environment variable.
-func proxyAddr(variable, scheme string) (string, error) {
+// proxyAddr is host:port of the proxy URL in the environment variable,
+// and its credentials (USER:PASS@ before the address).
+func proxyAddr(variable, scheme string) (string, *url.Userinfo, error) {
 	raw := os.Getenv(variable)
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != scheme || u.Host == "" {
-		return "", fmt.Errorf("$%s is %q, not a %s:// URL", variable, raw, scheme)
+		return "", nil, fmt.Errorf("$%s is %q, not a %s:// URL", variable, raw, scheme)
 	}
-	return u.Host, nil
+	return u.Host, u.User, nil
+}
+
+// proxyAuthorization is the Proxy-Authorization line (with its CRLF) for
+// user, or "" without credentials.
+func proxyAuthorization(user *url.Userinfo) string {
+	if user == nil {
+		return ""
+	}
+	pass, _ := user.Password()
+	return "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(user.Username()+":"+pass)) + "\r\n"
 }
 
 // connectHTTP opens a CONNECT tunnel to target through $HTTP_PROXY and
 // returns the connection, the proxy's status and, unless it is 200, the
 // body of its answer.
 func connectHTTP(target string) (net.Conn, int, string, error) {
-	addr, err := proxyAddr("HTTP_PROXY", "http")
+	addr, user, err := proxyAddr("HTTP_PROXY", "http")
 	if err != nil {
 		return nil, 0, "", err
 	}
@@ -375,7 +387,7 @@ func connectHTTP(target string) (net.Conn, int, string, error) {
 		return nil, 0, "", err
 	}
 	conn.SetDeadline(time.Now().Add(ioTimeout))
-	if _, err := fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target); err != nil {
+	if _, err := fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", target, target, proxyAuthorization(user)); err != nil {
 		conn.Close()
 		return nil, 0, "", err
 	}
@@ -426,6 +438,41 @@ func exchange(conn net.Conn, up int) (int64, error) {
 	return io.Copy(io.Discard, conn)
 }
 
+// socksLogin offers username/password when the URL has credentials (no
+// authentication otherwise) and completes the negotiation.
+func socksLogin(conn net.Conn, user *url.Userinfo) error {
+	offer := []byte{5, 1, 0}
+	if user != nil {
+		offer = []byte{5, 1, 2}
+	}
+	if _, err := conn.Write(offer); err != nil {
+		return err
+	}
+	method := make([]byte, 2)
+	if _, err := io.ReadFull(conn, method); err != nil {
+		return fmt.Errorf("reading the method choice: %w", err)
+	}
+	if method[0] != 5 || method[1] != offer[2] {
+		return fmt.Errorf("method choice %v", method)
+	}
+	if user == nil {
+		return nil
+	}
+	pass, _ := user.Password()
+	req := append([]byte{1, byte(len(user.Username()))}, user.Username()...)
+	req = append(append(req, byte(len(pass))), pass...)
+	if _, err := conn.Write(req); err != nil {
+		return err
+	}
+	if _, err := io.ReadFull(conn, method); err != nil {
+		return fmt.Errorf("reading the authentication status: %w", err)
+	}
+	if method[1] != 0 {
+		return fmt.Errorf("authentication status %v", method)
+	}
+	return nil
+}
+
 func tunnelStep(target string, up int) string {
 	conn, status, body, err := connectHTTP(target)
 	if err != nil {
@@ -446,7 +493,7 @@ func tunnelStep(target string, up int) string {
 // as a domain name, or as an address when it is one) through $ALL_PROXY;
 // with up >= 0 and success it then exchanges bytes as tunnelStep does.
 func socksStep(target string, cmd byte, up int) string {
-	addr, err := proxyAddr("ALL_PROXY", "socks5h")
+	addr, user, err := proxyAddr("ALL_PROXY", "socks5h")
 	if err != nil {
 		return result(err)
 	}
@@ -464,15 +511,8 @@ func socksStep(target string, cmd byte, up int) string {
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(ioTimeout))
-	if _, err := conn.Write([]byte{5, 1, 0}); err != nil {
+	if err := socksLogin(conn, user); err != nil {
 		return result(err)
-	}
-	method := make([]byte, 2)
-	if _, err := io.ReadFull(conn, method); err != nil {
-		return result(fmt.Errorf("reading the method choice: %w", err))
-	}
-	if method[0] != 5 || method[1] != 0 {
-		return fmt.Sprintf("error: method choice %v", method)
 	}
 	req := []byte{5, cmd, 0}
 	if ip := net.ParseIP(host); ip == nil {

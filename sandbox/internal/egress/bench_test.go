@@ -26,7 +26,7 @@ func BenchmarkThroughput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tp.Forward(fl, func(ctx context.Context) (net.Conn, error) {
+	tp.Forward(fl, "test forward", func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", target)
 	})
@@ -98,7 +98,7 @@ func BenchmarkSetup(b *testing.B) {
 		}
 	})
 	b.Run("connect", func(b *testing.B) {
-		req := []byte("CONNECT " + target + " HTTP/1.1\r\n\r\n")
+		req := []byte("CONNECT " + target + " HTTP/1.1\r\n" + authHeader(tp.addr) + "\r\n")
 		for range b.N {
 			c, err := net.Dial("tcp", tp.addr)
 			if err != nil {

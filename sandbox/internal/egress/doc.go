@@ -6,25 +6,42 @@
 //
 // It owns:
 //
-//   - the --allow-net destinations (ParseRule, Rule) and the decision
-//     (Policy): a DNS name is allowed when a name rule matches it and its
-//     port and every address it resolves to is public, or covered by an
-//     IP/CIDR rule (the SSRF guard); an IP literal only when an IP/CIDR
-//     rule covers it and its port. A name is resolved once, with the
-//     host's resolver, and only the checked addresses are dialled, so a
-//     second answer (DNS rebinding) never reaches a socket;
+//   - the --allow-net and --deny-net destinations (ParseRule,
+//     ParseDenyRule, Rule) and the decision (Policy): a DNS name is
+//     allowed when a name rule matches it and its port, no deny rule
+//     matches it or an address it resolves to, and every address it
+//     resolves to is public or covered by an IP/CIDR rule (the SSRF guard:
+//     an IPv6 address carrying an IPv4 one is judged by that one too, and
+//     the host's own interface addresses, read when the Proxy is made, are
+//     local); an IP literal only when an IP/CIDR rule covers it and its
+//     port and no deny rule does. A name is resolved once, and only the
+//     checked addresses are dialled, so a second answer (DNS rebinding)
+//     never reaches a socket;
+//   - the resolver (LaunchResolver): the hosts file and resolv.conf read
+//     when the Proxy is made, before the runner exists, and DNS asked
+//     directly (golang.org/x/net/dns/dnsmessage), so nothing the runner
+//     writes to /etc/hosts or /etc/resolv.conf afterwards steers a name;
 //   - the proxy (Proxy.Serve): HTTP (CONNECT and absolute-URI requests)
-//     and SOCKS5 (CONNECT) on one listener, told apart by the first byte.
-//     A refusal is HTTP 403 with the reason in the body and in a
-//     Proxy-Status header, or SOCKS reply 2; stderr gets one line per
-//     refused destination, not per attempt;
+//     and SOCKS5 (CONNECT) on one listener, told apart by the first byte,
+//     answering only the run's credentials (Userinfo: a random user and
+//     password per Proxy; HTTP Basic Proxy-Authorization, else 407; SOCKS5
+//     username/password, RFC 1929). A refusal is HTTP 403 with the reason
+//     in the body and in a Proxy-Status header, or SOCKS reply 2; stderr
+//     gets one line per refused destination, not per attempt;
 //   - the plain TCP forwards of --host-port and --publish (Proxy.Forward),
 //     with an abstract dial so the caller decides where the other end is;
-//   - the connection log of --net-log (OpenLog): one JSON line per
-//     proxied connection, when it ends. A connection the policy allows but
-//     that fails (the name does not resolve, the destination refuses) is
-//     logged as "allow" with the failure as the reason; "deny" is only the
-//     policy's (or the connection cap's) refusal.
+//   - the connection log of --net-log (OpenLog): a decision line for every
+//     attempt, written with one write(2) the moment it is decided (for an
+//     allowed one, once dialled, naming the address), and an end line with
+//     the payload bytes when an allowed one closes; ids increase per run.
+//     Forwards are logged the same way, and Proxy.Direct logs a direct
+//     attempt refused elsewhere (and names it once on stderr). Attempts
+//     refused before a destination is known (malformed, without the
+//     credentials) or over the cap are logged at most 10 a second, with a
+//     count of those left out. A connection the policy allows but that
+//     fails (the name does not resolve, the destination refuses) is
+//     "allow" with the failure as the reason; "deny" is only the policy's,
+//     the credentials' or the connection cap's refusal.
 //
 // Streams are copied both ways with half-close: when one side finishes
 // sending, the other side's write half is shut, so a client that shuts
@@ -32,7 +49,11 @@
 // (not splice(2), whose pipes would hold descriptors). The handshake has a
 // deadline (a silent or trickling client is closed); an established tunnel
 // has none. Connections are capped (MaxConns, shared by every listener of
-// a Proxy), and so is an HTTP header (MaxHeaderBytes).
+// a Proxy), and so is an HTTP header (MaxHeaderBytes). A proxy connection
+// takes its place only once its credentials and request are read; until
+// then it holds one of MaxConns handshake places, the oldest of which is
+// closed to make room for a new one, so clients without the credentials
+// cannot keep the runner's connections out.
 //
 // The listener passed to Serve is typically made by the init inside the
 // runner's network namespace and passed out over the stage socket: a

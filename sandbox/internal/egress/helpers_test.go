@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -69,8 +70,36 @@ func startProxy(t testing.TB, cfg Config, rules ...string) *testProxy {
 	p := NewProxy(cfg)
 	p.Serve(l)
 	t.Cleanup(func() { p.Close() })
+	proxyUserinfo.Store(l.Addr().String(), p.Userinfo())
 	return &testProxy{Proxy: p, addr: l.Addr().String(), stderr: stderr}
 }
+
+// proxyUserinfo maps a test proxy's address to its USER:PASS, so the
+// clients below authenticate as the runner's do.
+var proxyUserinfo sync.Map
+
+func userinfo(proxyAddr string) string {
+	v, _ := proxyUserinfo.Load(proxyAddr)
+	s, _ := v.(string)
+	return s
+}
+
+// authHeader is the Proxy-Authorization line (with its CRLF) the proxy at
+// proxyAddr wants.
+func authHeader(proxyAddr string) string {
+	return "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(userinfo(proxyAddr))) + "\r\n"
+}
+
+// socksAuth is the method offer and RFC 1929 request of the proxy's
+// credentials; the proxy answers it with socksAuthOK.
+func socksAuth(proxyAddr string) []byte {
+	user, pass, _ := strings.Cut(userinfo(proxyAddr), ":")
+	b := []byte{5, 1, 2, 1, byte(len(user))}
+	b = append(append(b, user...), byte(len(pass)))
+	return append(b, pass...)
+}
+
+var socksAuthOK = []byte{5, 2, 1, 0}
 
 // server is a loopback TCP server running handle per connection, closed
 // (with every connection) by the test's cleanup.
@@ -146,7 +175,7 @@ func socksDial(t testing.TB, proxyAddr string, atyp byte, host string, port uint
 		t.Fatal(err)
 	}
 	c.SetDeadline(time.Now().Add(hangLimit))
-	req := []byte{5, 1, 0}
+	req := socksAuth(proxyAddr)
 	switch atyp {
 	case socksAtypIPv4:
 		a := netip.MustParseAddr(host).As4()
@@ -162,11 +191,11 @@ func socksDial(t testing.TB, proxyAddr string, atyp byte, host string, port uint
 		t.Fatal(err)
 	}
 	var reply [12]byte
-	if _, err := io.ReadFull(c, reply[:2]); err != nil {
-		t.Fatalf("method reply: %v", err)
+	if _, err := io.ReadFull(c, reply[:4]); err != nil {
+		t.Fatalf("method and authentication reply: %v", err)
 	}
-	if reply[0] != 5 || reply[1] != 0 {
-		t.Fatalf("method reply % x", reply[:2])
+	if !bytes.Equal(reply[:4], socksAuthOK) {
+		t.Fatalf("method and authentication reply % x", reply[:4])
 	}
 	if _, err := io.ReadFull(c, reply[:10]); err != nil {
 		t.Fatalf("connect reply: %v", err)
@@ -187,7 +216,7 @@ func connectDial(t testing.TB, proxyAddr, target string) (net.Conn, *bufio.Reade
 		t.Fatal(err)
 	}
 	c.SetDeadline(time.Now().Add(hangLimit))
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", target, target, authHeader(proxyAddr))
 	br := bufio.NewReader(c)
 	status, err := br.ReadString('\n')
 	if err != nil {

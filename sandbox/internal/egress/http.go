@@ -54,6 +54,7 @@ func removeHopByHop(h textproto.MIMEHeader) {
 // The statuses the proxy answers with itself.
 const (
 	statusBadRequest         = 400
+	statusProxyAuthRequired  = 407
 	statusForbidden          = 403
 	statusHeaderTooLarge     = 431
 	statusBadGateway         = 502
@@ -70,6 +71,8 @@ func statusText(code int) string {
 		return "Bad Request"
 	case statusForbidden:
 		return "Forbidden"
+	case statusProxyAuthRequired:
+		return "Proxy Authentication Required"
 	case statusHeaderTooLarge:
 		return "Request Header Fields Too Large"
 	case statusBadGateway:
@@ -102,6 +105,16 @@ func writeHTTPError(c net.Conn, status int, psErr, reason string) {
 	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"+
 		"Connection: close\r\nProxy-Status: corral; error=%s; details=%s\r\n\r\n%s",
 		status, statusText(status), len(body), psErr, strconv.Quote(headerSafe(reason)), body)
+	lingerClose(c)
+}
+
+// writeHTTPAuthRequired answers a request without the run's credentials:
+// 407 with the Basic challenge, so a client that has them sends them.
+func writeHTTPAuthRequired(c net.Conn, reason string) {
+	body := "corral: " + reason + "; this proxy is the run's own: use the proxy URL from the environment\n"
+	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nProxy-Authenticate: Basic realm=\"corral\"\r\nContent-Type: text/plain; charset=utf-8\r\n"+
+		"Content-Length: %d\r\nConnection: close\r\n\r\n%s",
+		statusProxyAuthRequired, statusText(statusProxyAuthRequired), len(body), body)
 	lingerClose(c)
 }
 
@@ -200,27 +213,77 @@ func bodyFraming(h textproto.MIMEHeader, useTE bool) (framing, error) {
 	return framing{length: int64(n)}, nil
 }
 
-func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, hl *headerLimit, overCap bool) {
+// serveHTTP serves one HTTP proxy request: credentials first, then the
+// destination, the place under the cap, the decision and the dial, then a
+// tunnel (CONNECT) or one forwarded request.
+func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, hl *headerLimit) {
+	req, f, ok := p.readHTTPRequest(c, br, hl)
+	if !ok {
+		return
+	}
+	if why := p.auth.checkBasic(req.header); why != "" {
+		p.refusedEarly("", 0, why)
+		writeHTTPAuthRequired(c, why)
+		return
+	}
+	host, port, u, ok := p.httpTarget(c, req)
+	if !ok {
+		return
+	}
+	hl.on = false
+	at := p.newAttempt(host, port)
+	if !p.promote(c) {
+		p.refusedEarly(host, port, p.overCapReason())
+		writeHTTPError(c, statusServiceUnavailable, psOverCap, p.overCapReason())
+		return
+	}
+	up := p.openHTTP(c, host, at)
+	if up == nil {
+		return
+	}
+	defer p.untrack(up)
+	defer at.end()
+	c.SetDeadline(time.Time{})
+	if req.method == "CONNECT" {
+		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+			return
+		}
+		at.up, at.down = p.join(c, up, pending(br))
+		return
+	}
+	p.forwardRequest(c, br, up, req, u, f, at)
+}
+
+// readHTTPRequest reads a request's head and its body's framing, or
+// answers why it cannot and returns false.
+func (p *Proxy) readHTTPRequest(c net.Conn, br *bufio.Reader, hl *headerLimit) (*request, framing, bool) {
 	req, err := readRequest(textproto.NewReader(br))
 	var f framing
 	if err == nil {
 		// HTTP/1.0 has no Transfer-Encoding; net/http ignored it too.
 		f, err = bodyFraming(req.header, req.minor >= 1)
 	}
-	if err != nil {
-		switch {
-		case hl.hit:
-			writeHTTPError(c, statusHeaderTooLarge, psHeader,
-				fmt.Sprintf("request header larger than %d bytes", p.cfg.MaxHeaderBytes))
-		case isTimeout(err), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-			// Silent, trickling or gone: nobody to answer.
-		default:
-			writeHTTPError(c, statusBadRequest, psHeader, "malformed request")
-		}
-		return
+	switch {
+	case err == nil:
+		return req, f, true
+	case hl.hit:
+		reason := fmt.Sprintf("request header larger than %d bytes", p.cfg.MaxHeaderBytes)
+		p.refusedEarly("", 0, reason)
+		writeHTTPError(c, statusHeaderTooLarge, psHeader, reason)
+	case isTimeout(err), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		// Silent, trickling or gone: nobody to answer.
+		p.refusedEarly("", 0, "incomplete request")
+	default:
+		p.refusedEarly("", 0, "malformed request")
+		writeHTTPError(c, statusBadRequest, psHeader, "malformed request")
 	}
-	hl.on = false
+	return nil, f, false
+}
 
+// httpTarget reads the destination of an authenticated request: HOST:PORT
+// of a CONNECT, or an http:// absolute URI's authority. Otherwise it
+// answers why not and returns false.
+func (p *Proxy) httpTarget(c net.Conn, req *request) (string, uint16, *url.URL, bool) {
 	var host, portStr string
 	connect := req.method == "CONNECT"
 	target := req.target
@@ -229,15 +292,14 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, hl *headerLimit, overCap
 		target = "http://" + target
 	}
 	u, err := url.ParseRequestURI(target)
+	reason := ""
 	switch {
 	case err != nil:
-		writeHTTPError(c, statusBadRequest, psHeader, "malformed request")
-		return
+		reason = "malformed request"
 	case connect:
 		host, portStr = u.Hostname(), u.Port()
 		if host == "" || portStr == "" {
-			writeHTTPError(c, statusBadRequest, psHeader, "CONNECT needs HOST:PORT")
-			return
+			reason = "CONNECT needs HOST:PORT"
 		}
 	case u.IsAbs() && strings.EqualFold(u.Scheme, "http"):
 		host, portStr = u.Hostname(), u.Port()
@@ -245,42 +307,38 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, hl *headerLimit, overCap
 			portStr = "80"
 		}
 	case u.IsAbs():
-		writeHTTPError(c, statusBadRequest, psHeader,
-			fmt.Sprintf("scheme %q cannot be forwarded; use CONNECT (an https_proxy of http://this-proxy)", u.Scheme))
-		return
+		reason = fmt.Sprintf("scheme %q cannot be forwarded; use CONNECT (an https_proxy of http://this-proxy)", u.Scheme)
 	default:
-		writeHTTPError(c, statusBadRequest, psHeader,
-			"this is corral's egress proxy: send CONNECT or absolute-URI requests (set http_proxy/https_proxy)")
-		return
+		reason = "this is corral's egress proxy: send CONNECT or absolute-URI requests (set http_proxy/https_proxy)"
 	}
-	port, err := strconv.ParseUint(portStr, 10, 16)
-	if err != nil || port == 0 {
-		writeHTTPError(c, statusBadRequest, psHeader, fmt.Sprintf("bad port %q", portStr))
-		return
-	}
-	at := p.newAttempt(host, uint16(port))
-	if overCap {
-		reason := fmt.Sprintf("too many connections at once (limit %d)", p.cfg.MaxConns)
-		at.log("deny", reason)
-		writeHTTPError(c, statusServiceUnavailable, psOverCap, reason)
-		return
-	}
-	d := p.policy.Decide(p.ctx, host, uint16(port))
-	if !d.Allowed {
-		if d.Failed {
-			at.log("allow", d.Reason)
-			writeHTTPError(c, statusBadGateway, psDNS, d.Reason)
-			return
+	var port uint64
+	if reason == "" {
+		if port, err = strconv.ParseUint(portStr, 10, 16); err != nil || port == 0 {
+			reason = fmt.Sprintf("bad port %q", portStr)
 		}
-		at.deny(d.Reason)
-		writeHTTPError(c, statusForbidden, psDenied, fmt.Sprintf("denied %s: %s", net.JoinHostPort(at.host, portStr), d.Reason))
-		return
 	}
-	up, addr, err := p.dial(d.Addrs, uint16(port))
-	if err != nil {
+	if reason != "" {
+		p.refusedEarly("", 0, reason)
+		writeHTTPError(c, statusBadRequest, psHeader, reason)
+		return "", 0, nil, false
+	}
+	return host, uint16(port), u, true
+}
+
+// openHTTP decides and dials for an HTTP request; when the connection
+// cannot be made it answers the client why and returns nil.
+func (p *Proxy) openHTTP(c net.Conn, host string, at *attempt) net.Conn {
+	up, d, err := p.open(host, at)
+	dest := net.JoinHostPort(at.host, strconv.Itoa(int(at.port)))
+	switch {
+	case up != nil:
+		return up
+	case d.Failed:
+		writeHTTPError(c, statusBadGateway, psDNS, d.Reason)
+	case !d.Allowed:
+		writeHTTPError(c, statusForbidden, psDenied, fmt.Sprintf("denied %s: %s", dest, d.Reason))
+	default:
 		reason := dialErrorReason(err)
-		at.address = addr.String()
-		at.log("allow", reason)
 		status, ps := statusBadGateway, psUnavailable
 		switch {
 		case isTimeout(err):
@@ -288,35 +346,31 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, hl *headerLimit, overCap
 		case reason == "connection refused":
 			ps = psRefused
 		}
-		writeHTTPError(c, status, ps, fmt.Sprintf("cannot connect to %s: %s", net.JoinHostPort(at.host, portStr), reason))
-		return
+		writeHTTPError(c, status, ps, fmt.Sprintf("cannot connect to %s: %s", dest, reason))
 	}
-	defer p.untrack(up)
-	at.address = addr.String()
-	reason := d.Reason
-	defer func() { at.log("allow", reason) }()
-
-	if connect {
-		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-			return
-		}
-		c.SetDeadline(time.Time{})
-		at.up, at.down = p.join(c, up, pending(br))
-		return
-	}
-	c.SetDeadline(time.Time{})
-	if err := p.forwardRequest(c, br, up, req, u, f, at); err != nil {
-		reason = d.Reason + "; " + err.Error()
-	}
+	return nil
 }
 
 // forwardRequest sends req, its body read from br as f frames it, to the
 // origin over up in origin form and copies the response back to c, both
 // with Connection: close.
-func (p *Proxy) forwardRequest(c net.Conn, br *bufio.Reader, up net.Conn, req *request, u *url.URL, f framing, at *attempt) error {
+func (p *Proxy) forwardRequest(c net.Conn, br *bufio.Reader, up net.Conn, req *request, u *url.URL, f framing, at *attempt) {
+	cu := &countingConn{Conn: up}
+	err := sendRequest(c, br, cu, req, u, f)
+	at.up, at.down = cu.written, cu.read
+	if err != nil {
+		writeHTTPError(c, statusBadGateway, psUnavailable, "sending the request failed: "+dialErrorReason(err))
+		return
+	}
+	p.relayResponse(c, cu, req)
+	at.down = cu.read
+}
+
+// sendRequest writes req to the origin: its header without the hop-by-hop
+// fields, Host from the absolute URI (RFC 9112 section 3.2.2, whatever Host
+// the client sent), and its body as f frames it.
+func sendRequest(c net.Conn, br *bufio.Reader, up io.Writer, req *request, u *url.URL, f framing) error {
 	h := req.header
-	// The absolute URI's authority is the host (RFC 9112 section 3.2.2),
-	// whatever Host the client sent.
 	h.Del("Host")
 	removeHopByHop(h)
 	h.Del("Content-Length")
@@ -331,8 +385,7 @@ func (p *Proxy) forwardRequest(c net.Conn, br *bufio.Reader, up net.Conn, req *r
 			}
 		}
 	}
-	cu := &countingConn{Conn: up}
-	bw := bufio.NewWriterSize(cu, 4<<10)
+	bw := bufio.NewWriterSize(up, 4<<10)
 	fmt.Fprintf(bw, "%s %s HTTP/1.1\r\nHost: %s\r\n", req.method, u.RequestURI(), u.Host)
 	writeHeader(bw, h)
 	switch {
@@ -349,20 +402,20 @@ func (p *Proxy) forwardRequest(c net.Conn, br *bufio.Reader, up net.Conn, req *r
 	if err == nil {
 		err = bw.Flush()
 	}
-	at.up = cu.written
-	if err != nil {
-		at.down = cu.read
-		writeHTTPError(c, statusBadGateway, psUnavailable, "sending the request failed: "+dialErrorReason(err))
-		return fmt.Errorf("sending the request: %s", dialErrorReason(err))
-	}
+	return err
+}
 
-	hl := &headerLimit{r: cu, n: p.cfg.MaxHeaderBytes, on: true}
+// relayResponse reads the origin's response head from up (interim 1xx
+// answers skipped) and copies the response to c with Connection: close.
+func (p *Proxy) relayResponse(c net.Conn, up io.Reader, req *request) {
+	hl := &headerLimit{r: up, n: p.cfg.MaxHeaderBytes, on: true}
 	ubr := getReader(hl)
 	defer putReader(ubr)
 	tp := textproto.NewReader(ubr)
 	var status string
 	var code int
 	var rh textproto.MIMEHeader
+	var err error
 	for {
 		status, code, rh, err = readResponseHead(tp)
 		// 1xx answers other than 101 are interim; the real one follows.
@@ -376,13 +429,12 @@ func (p *Proxy) forwardRequest(c net.Conn, br *bufio.Reader, up net.Conn, req *r
 		rf, err = bodyFraming(rh, true)
 	}
 	if err != nil {
-		at.down = cu.read
 		reason := "bad response from the destination"
 		if hl.hit {
 			reason = fmt.Sprintf("response header larger than %d bytes", p.cfg.MaxHeaderBytes)
 		}
 		writeHTTPError(c, statusBadGateway, psBadResponse, reason)
-		return errors.New(reason)
+		return
 	}
 	hl.on = false
 	removeHopByHop(rh)
@@ -391,7 +443,6 @@ func (p *Proxy) forwardRequest(c net.Conn, br *bufio.Reader, up net.Conn, req *r
 	} else if rf.chunked {
 		rh.Del("Content-Length")
 	}
-
 	cw := bufio.NewWriterSize(c, 4<<10)
 	io.WriteString(cw, status+"\r\n")
 	writeHeader(cw, rh)
@@ -406,11 +457,9 @@ func (p *Proxy) forwardRequest(c net.Conn, br *bufio.Reader, up net.Conn, req *r
 	} else {
 		err = copyBody(cw, ubr, rf, rawChunks)
 	}
-	at.down = cu.read
 	if err == nil {
 		lingerClose(c)
 	}
-	return err
 }
 
 // readResponseHead reads a status line and header.

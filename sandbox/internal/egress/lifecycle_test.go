@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -38,7 +39,7 @@ func TestConnectionCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.SetDeadline(time.Now().Add(hangLimit))
-	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n\r\n", target)
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\n%s\r\n", target, authHeader(tp.addr))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +131,7 @@ func TestCloseDuringTunnel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp.Forward(fl, func(ctx context.Context) (net.Conn, error) {
+	tp.Forward(fl, "test forward", func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", fwdSrv.l.Addr().String())
 	})
@@ -206,7 +207,7 @@ func TestForwardDialFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp.Forward(fl, func(ctx context.Context) (net.Conn, error) {
+	tp.Forward(fl, "test forward", func(ctx context.Context) (net.Conn, error) {
 		return nil, errors.New("nothing listens inside")
 	})
 	for range 3 {
@@ -227,6 +228,40 @@ func TestForwardDialFailure(t *testing.T) {
 	waitFlat(t, fdBase)
 }
 
+// readLog reads the log's lines, checking each is one JSON object with
+// exactly the keys of a decision or an end line, ids in order and times
+// that never go back.
+func readLog(t testing.TB, path string) []map[string]any {
+	t.Helper()
+	data, _ := os.ReadFile(path)
+	var out []map[string]any
+	var lastTime time.Time
+	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		if l == "" {
+			continue
+		}
+		var e map[string]any
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		keys := strings.Join(slices.Sorted(maps.Keys(e)), ",")
+		decision, end := "address,decision,host,id,port,reason,time", "bytes_down,bytes_up,duration_ms,event,id,time"
+		if keys != decision && keys != end && keys != decision[:len("address,decision,host,id")]+",left_out,port,reason,time" {
+			t.Errorf("%q: keys %s; want a decision line's (%s) or an end line's (%s)", l, keys, decision, end)
+		}
+		ts, err := time.Parse(time.RFC3339, e["time"].(string))
+		if err != nil || !strings.HasSuffix(e["time"].(string), "Z") || ts.Before(lastTime) {
+			t.Errorf("time %v (%v) after %v", e["time"], err, lastTime)
+		}
+		lastTime = ts
+		out = append(out, e)
+	}
+	return out
+}
+
+// The log has a decision line for every attempt the moment it is decided
+// (so a corral killed during a tunnel has logged it), an end line with the
+// payload bytes when an allowed one closes, and ids that increase.
 func TestNetLog(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "net.log")
 	log, err := OpenLog(path)
@@ -240,9 +275,12 @@ func TestNetLog(t *testing.T) {
 	})
 	res := &fakeResolver{addrs: map[string][]string{"svc.test": {"127.0.0.1"}}}
 	tp := startProxy(t, Config{Log: log, Resolver: res}, "svc.test:*", "127.0.0.1:*")
-	before := time.Now().UTC().Truncate(time.Microsecond)
 
 	c, br, _ := connectDial(t, tp.addr, net.JoinHostPort("svc.test", strconv.Itoa(int(srv.port()))))
+	// The tunnel is up and nothing has crossed it: its decision is logged.
+	if got := readLog(t, path); len(got) != 1 || got[0]["decision"] != "allow" || got[0]["address"] != "127.0.0.1" {
+		t.Fatalf("with the tunnel open, the log holds %v; want its decision line", got)
+	}
 	io.WriteString(c, strings.Repeat("u", 100))
 	c.(*net.TCPConn).CloseWrite()
 	got, _ := io.ReadAll(br)
@@ -269,43 +307,42 @@ func TestNetLog(t *testing.T) {
 	if fi.Mode() != 0o600 {
 		t.Errorf("mode %v; want 0600", fi.Mode())
 	}
-	data, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("%d lines:\n%s", len(lines), data)
-	}
-	var entries []map[string]any
-	for _, l := range lines {
-		var e map[string]any
-		if err := json.Unmarshal([]byte(l), &e); err != nil {
-			t.Fatalf("%q: %v", l, err)
-		}
-		if len(e) != 8 {
-			t.Errorf("%q: want exactly the 8 fields", l)
-		}
-		ts, err := time.Parse(time.RFC3339, e["time"].(string))
-		if err != nil || ts.Before(before) || ts.After(time.Now()) || !strings.HasSuffix(e["time"].(string), "Z") {
-			t.Errorf("time %v (%v)", e["time"], err)
+	lines := readLog(t, path)
+	ids := map[float64]map[string]any{}
+	var decisions, ends []map[string]any
+	for i, e := range lines {
+		if e["event"] == "end" {
+			if ids[e["id"].(float64)] == nil {
+				t.Errorf("end line %v before its decision line", e)
+			}
+			if d, _ := e["duration_ms"].(float64); d < 0 {
+				t.Errorf("end line %v: negative duration", e)
+			}
+			delete(e, "duration_ms")
+			ends = append(ends, e)
+		} else {
+			if e["id"] != float64(len(decisions)+1) {
+				t.Errorf("line %d: id %v; want %d (ids increase from 1)", i, e["id"], len(decisions)+1)
+			}
+			ids[e["id"].(float64)] = e
+			decisions = append(decisions, e)
 		}
 		delete(e, "time")
-		entries = append(entries, e)
 	}
+	// End lines come as tunnels close, not in id order.
+	slices.SortFunc(ends, func(a, b map[string]any) int { return int(a["id"].(float64) - b["id"].(float64)) })
 	port := float64(srv.port())
-	want := []map[string]any{
-		{"host": "svc.test", "port": port, "address": "127.0.0.1", "decision": "allow", "reason": "allowed by svc.test:*", "bytes_up": 100.0, "bytes_down": 200.0},
-		{"host": "svc.test", "port": port, "address": "127.0.0.1", "decision": "allow", "reason": "allowed by svc.test:*", "bytes_up": 7.0, "bytes_down": 14.0},
-		{"host": "evil.test", "port": 443.0, "address": "", "decision": "deny", "reason": "no rule allows this host", "bytes_up": 0.0, "bytes_down": 0.0},
+	wantDecisions := []map[string]any{
+		{"id": 1.0, "host": "svc.test", "port": port, "address": "127.0.0.1", "decision": "allow", "reason": "allowed by svc.test:*"},
+		{"id": 2.0, "host": "svc.test", "port": port, "address": "127.0.0.1", "decision": "allow", "reason": "allowed by svc.test:*"},
+		{"id": 3.0, "host": "evil.test", "port": 443.0, "address": "", "decision": "deny", "reason": "no rule allows this host"},
 	}
-	// Lines are written as connections end, in no fixed order.
-	var gotS, wantS []string
-	for i := range want {
-		gotS = append(gotS, fmt.Sprint(entries[i]))
-		wantS = append(wantS, fmt.Sprint(want[i]))
+	wantEnds := []map[string]any{
+		{"id": 1.0, "event": "end", "bytes_up": 100.0, "bytes_down": 200.0},
+		{"id": 2.0, "event": "end", "bytes_up": 7.0, "bytes_down": 14.0},
 	}
-	slices.Sort(gotS)
-	slices.Sort(wantS)
-	if !slices.Equal(gotS, wantS) {
-		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(gotS, "\n"), strings.Join(wantS, "\n"))
+	if fmt.Sprint(decisions) != fmt.Sprint(wantDecisions) || fmt.Sprint(ends) != fmt.Sprint(wantEnds) {
+		t.Errorf("decision lines %v\nend lines %v\nwant %v\nand %v", decisions, ends, wantDecisions, wantEnds)
 	}
 }
 
@@ -338,12 +375,12 @@ func TestNetLogAbsoluteURI(t *testing.T) {
 	resp.Body.Close()
 	tp.Close()
 	srv.close()
-	var e Entry
-	data, _ := os.ReadFile(path)
-	if err := json.Unmarshal(data, &e); err != nil {
-		t.Fatalf("%q: %v", data, err)
+	lines := readLog(t, path)
+	if len(lines) != 2 || lines[0]["decision"] != "allow" || lines[1]["event"] != "end" {
+		t.Fatalf("lines %v", lines)
 	}
-	if e.Decision != "allow" || e.BytesDown != int64(len("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")) || e.BytesUp == 0 {
+	e := lines[1]
+	if e["bytes_down"] != float64(len("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")) || e["bytes_up"] == 0.0 {
 		t.Errorf("%+v (origin saw a %d-byte request)", e, reqBytes)
 	}
 }
@@ -383,7 +420,7 @@ func TestOpenLogRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.write(&Entry{Host: "x"}, nil)
+	l.decision(&DecisionLine{Host: "x"}, nil)
 	l.Close()
 	if data, _ := os.ReadFile(target); !strings.HasPrefix(string(data), "precious\n{") {
 		t.Errorf("not appended: %q", data)
@@ -399,7 +436,7 @@ func TestLogWriteFailureWarnsOnce(t *testing.T) {
 	defer l.Close()
 	var warn syncBuffer
 	for range 3 {
-		l.write(&Entry{}, &warn)
+		l.decision(&DecisionLine{}, &warn)
 	}
 	if got := warn.lines(); len(got) != 1 || !strings.Contains(got[0], "cannot write --net-log /dev/full") {
 		t.Errorf("warnings %q", got)
@@ -521,7 +558,7 @@ func TestForwardCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp.Forward(fl, func(ctx context.Context) (net.Conn, error) {
+	tp.Forward(fl, "test forward", func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", srv.l.Addr().String())
 	})

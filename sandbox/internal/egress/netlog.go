@@ -15,8 +15,9 @@ import (
 // state file's layout, so every line's time has the same width.
 const logTimeLayout = "2006-01-02T15:04:05.000000Z"
 
-// Log is the connection log (--net-log): one JSON object per line per
-// proxied connection. Safe for concurrent use. A nil *Log accepts every call
+// Log is the connection log (--net-log): JSON lines, a DecisionLine for
+// every attempt and an EndLine for every allowed one. Safe for concurrent
+// use. A nil *Log accepts every call
 // and writes nothing.
 //
 // The log is observability, never control: a failed write is reported once
@@ -27,6 +28,7 @@ type Log struct {
 	f      *os.File
 	path   string
 	warned bool
+	nextID uint64 // the last id given; ids start at 1 per Log (per run)
 }
 
 // OpenLog opens path for appending, creating it with mode 0600. It refuses
@@ -105,35 +107,74 @@ func (l *Log) Close() error {
 	return err
 }
 
-// Entry is one line of the connection log. The field names and order are
-// part of the contract.
-type Entry struct {
-	Time      string `json:"time"`
-	Host      string `json:"host"`
-	Port      uint16 `json:"port"`
-	Address   string `json:"address"`
-	Decision  string `json:"decision"`
-	Reason    string `json:"reason"`
-	BytesUp   int64  `json:"bytes_up"`
-	BytesDown int64  `json:"bytes_down"`
+// DecisionLine is the first line of a connection attempt in the log,
+// written when the proxy has decided (and, for an allowed one, dialled).
+// The field names and order are part of the contract.
+type DecisionLine struct {
+	Time     string `json:"time"`
+	ID       uint64 `json:"id"`
+	Host     string `json:"host"`
+	Port     uint16 `json:"port"`
+	Address  string `json:"address"`
+	Decision string `json:"decision"`
+	Reason   string `json:"reason"`
+	// LeftOut counts the rate-limited refusals not logged since the last
+	// line that carried a count (only on such refusals, and only when not
+	// zero).
+	LeftOut int `json:"left_out,omitempty"`
 }
 
-// write appends e as one line with one write(2): O_APPEND keeps concurrent
-// lines whole. A failure is reported on warn once per Log.
-func (l *Log) write(e *Entry, warn io.Writer) {
+// EndLine is the last line of an allowed attempt, written when it closes.
+type EndLine struct {
+	Time       string `json:"time"`
+	ID         uint64 `json:"id"`
+	Event      string `json:"event"` // "end"
+	BytesUp    int64  `json:"bytes_up"`
+	BytesDown  int64  `json:"bytes_down"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// decision gives d the next id and the time now, and appends it. The id
+// and the time are taken under the lock that orders the writes, so ids
+// increase and times never go back down the file. It returns the id (0 on
+// a nil Log).
+func (l *Log) decision(d *DecisionLine, warn io.Writer) uint64 {
 	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.nextID++
+	d.ID = l.nextID
+	d.Time = logTime(time.Now())
+	l.writeLocked(d, warn)
+	return d.ID
+}
+
+// end appends the end line of attempt id.
+func (l *Log) end(id uint64, up, down int64, dur time.Duration, warn io.Writer) {
+	if l == nil || id == 0 {
 		return
 	}
-	data, err := json.Marshal(e)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.writeLocked(&EndLine{Time: logTime(time.Now()), ID: id, Event: "end",
+		BytesUp: up, BytesDown: down, DurationMS: dur.Milliseconds()}, warn)
+}
+
+// writeLocked appends v as one line with one write(2), never buffered:
+// O_APPEND keeps concurrent writers' lines whole, and a corral killed right
+// after loses nothing written before. A failure is reported on warn once
+// per Log. l.mu is held.
+func (l *Log) writeLocked(v any, warn io.Writer) {
+	if l.f == nil {
+		return
+	}
+	data, err := json.Marshal(v)
 	if err != nil {
 		return // cannot happen: strings and integers only
 	}
 	data = append(data, '\n')
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f == nil {
-		return
-	}
 	if _, err := l.f.Write(data); err != nil && !l.warned {
 		l.warned = true
 		if warn != nil {

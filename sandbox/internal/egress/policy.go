@@ -20,11 +20,14 @@ type Resolver interface {
 // and safe for concurrent use.
 type Policy struct {
 	rules    []Rule
+	deny     []Rule              // --deny-net: refuse even where rules allow
+	local    map[netip.Addr]bool // the host's own interface addresses
 	resolver Resolver
 }
 
 // NewPolicy returns a Policy over rules that resolves names with res (nil:
-// the host's resolver, net.DefaultResolver).
+// the host's resolver, net.DefaultResolver). NewProxy adds its deny rules
+// and the host's interface addresses.
 func NewPolicy(rules []Rule, res Resolver) *Policy {
 	if res == nil {
 		res = net.DefaultResolver
@@ -62,6 +65,11 @@ func (p *Policy) Decide(ctx context.Context, host string, port uint16) Decision 
 	if err != nil {
 		return Decision{Reason: "not a valid host name"}
 	}
+	for i := range p.deny {
+		if r := &p.deny[i]; r.matchesName(name) && r.allowsPort(port) {
+			return Decision{Reason: "denied by --deny-net " + r.text}
+		}
+	}
 	var rule *Rule
 	portRefused := false
 	for i := range p.rules {
@@ -91,7 +99,10 @@ func (p *Policy) Decide(ctx context.Context, host string, port uint16) Decision 
 	checked := make([]netip.Addr, 0, len(addrs))
 	for _, a := range addrs {
 		a = a.Unmap()
-		if kind := specialKind(a); kind != "" && !p.addrRuleAllows(a, port) {
+		if r := p.denyCovering(a, port); r != nil {
+			return Decision{Reason: fmt.Sprintf("resolves to %s, denied by --deny-net %s", a, r.text)}
+		}
+		if kind := p.kind(a); kind != "" && !p.addrRuleAllows(a, port) {
 			return Decision{Reason: fmt.Sprintf("resolves to %s %s (SSRF guard)", kind, a)}
 		}
 		checked = append(checked, a)
@@ -104,6 +115,9 @@ func (p *Policy) decideAddr(a netip.Addr, port uint16) Decision {
 		return Decision{Reason: "an IPv6 zone is not allowed in a destination"}
 	}
 	a = a.Unmap()
+	if r := p.denyCovering(a, port); r != nil {
+		return Decision{Reason: "denied by --deny-net " + r.text}
+	}
 	covered := false
 	for i := range p.rules {
 		r := &p.rules[i]
@@ -119,6 +133,16 @@ func (p *Policy) decideAddr(a netip.Addr, port uint16) Decision {
 		return Decision{Reason: fmt.Sprintf("port %d not allowed for %s", port, a)}
 	}
 	return Decision{Reason: "IP address not covered by any rule"}
+}
+
+// denyCovering returns the deny rule that covers a and port, or nil.
+func (p *Policy) denyCovering(a netip.Addr, port uint16) *Rule {
+	for i := range p.deny {
+		if r := &p.deny[i]; r.covers(a) && r.allowsPort(port) {
+			return r
+		}
+	}
+	return nil
 }
 
 func (p *Policy) addrRuleAllows(a netip.Addr, port uint16) bool {
@@ -177,14 +201,92 @@ type specialRange struct {
 	kind   string
 }
 
-// nat64 prefixes carry an IPv4 address in their last 32 bits, which a NAT64
-// gateway connects to: 64:ff9b::7f00:1 reaches 127.0.0.1 there.
-var nat64 = sync.OnceValue(func() []netip.Prefix {
-	return []netip.Prefix{netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("64:ff9b:1::/48")}
+// kind is specialKind, with the host's own interface addresses (and any
+// address carrying one) counted as local: a public address of this host
+// reaches its services listening on the any-address.
+func (p *Policy) kind(a netip.Addr) string {
+	if k := specialKind(a); k != "" {
+		return k
+	}
+	a = a.Unmap().WithZone("")
+	if p.local[a] {
+		return "local (this host's)"
+	}
+	for _, e := range embeddedIPv4(a) {
+		if p.local[e.addr] {
+			return "local (this host's, via " + e.via + ")"
+		}
+	}
+	return ""
+}
+
+// interfaceAddrs reads the host's interface addresses, once, when the
+// Proxy is made. An error leaves the set empty: every private, loopback
+// and link-local address is refused anyway.
+func interfaceAddrs() map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return out
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				out[ip.Unmap()] = true
+			}
+		}
+	}
+	return out
+}
+
+// embedded is an IPv4 address an IPv6 one carries, and how.
+type embedded struct {
+	addr netip.Addr
+	via  string
+}
+
+// carriers are the IPv6 prefixes that carry an IPv4 address, parsed on
+// first use like special.
+var carriers = sync.OnceValue(func() (c struct{ translated, nat64, nat64Local, sixToFour, teredo netip.Prefix }) {
+	c.translated = netip.MustParsePrefix("::ffff:0:0:0/96")
+	c.nat64 = netip.MustParsePrefix("64:ff9b::/96")
+	c.nat64Local = netip.MustParsePrefix("64:ff9b:1::/48")
+	c.sixToFour = netip.MustParsePrefix("2002::/16")
+	c.teredo = netip.MustParsePrefix("2001::/32")
+	return c
 })
 
+// embeddedIPv4 returns the IPv4 addresses an IPv6 address carries, which a
+// gateway or tunnel would connect to: 64:ff9b::7f00:1 reaches 127.0.0.1
+// through NAT64. IPv4-mapped addresses are unmapped before this. In the
+// local-use NAT64 block 64:ff9b:1::/48 the operator picks the prefix
+// length; only the /96 form (the IPv4 address last) is read, as the other
+// RFC 6052 positions would read zero bytes of most addresses as 0.0.0.0
+// and refuse every one.
+func embeddedIPv4(a netip.Addr) []embedded {
+	if !a.Is6() {
+		return nil
+	}
+	b, pfx := a.As16(), carriers()
+	at := func(i, j, k, l int) netip.Addr { return netip.AddrFrom4([4]byte{b[i], b[j], b[k], b[l]}) }
+	switch {
+	case pfx.translated.Contains(a):
+		return []embedded{{at(12, 13, 14, 15), "IPv4-translated"}}
+	case pfx.nat64.Contains(a):
+		return []embedded{{at(12, 13, 14, 15), "NAT64"}}
+	case pfx.nat64Local.Contains(a):
+		return []embedded{{at(12, 13, 14, 15), "NAT64"}}
+	case pfx.sixToFour.Contains(a):
+		return []embedded{{at(2, 3, 4, 5), "6to4"}}
+	case pfx.teredo.Contains(a):
+		client := netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]})
+		return []embedded{{client, "Teredo client"}, {at(4, 5, 6, 7), "Teredo server"}}
+	}
+	return nil
+}
+
 // specialKind names the kind of a non-public address, or returns "" for a
-// public one. a must be unmapped (an IPv4-mapped address is its IPv4 one).
+// public one. An IPv6 address carrying an IPv4 one is judged by it too.
 func specialKind(a netip.Addr) string {
 	a = a.Unmap().WithZone("")
 	for _, s := range special() {
@@ -192,12 +294,9 @@ func specialKind(a netip.Addr) string {
 			return s.kind
 		}
 	}
-	for _, p := range nat64() {
-		if p.Contains(a) {
-			b := a.As16()
-			if k := specialKind(netip.AddrFrom4([4]byte(b[12:]))); k != "" {
-				return k + " (via NAT64)"
-			}
+	for _, e := range embeddedIPv4(a) {
+		if k := specialKind(e.addr); k != "" {
+			return k + " (via " + e.via + ")"
 		}
 	}
 	return ""

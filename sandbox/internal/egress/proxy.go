@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -31,10 +30,15 @@ const maxDeniedLines = 1024
 type Config struct {
 	// Rules are the --allow-net destinations (ParseRule).
 	Rules []Rule
-	// Resolver resolves names; nil means the host's (net.DefaultResolver).
+	// Deny are the --deny-net destinations (ParseDenyRule): a match
+	// refuses even where a rule of Rules allows.
+	Deny []Rule
+	// Resolver resolves names; nil means a LaunchResolver made by NewProxy
+	// from /etc/hosts and /etc/resolv.conf as they are then (make the
+	// Proxy before the runner exists).
 	Resolver Resolver
-	// Log receives one line per proxied connection; nil writes none. The
-	// Proxy does not close it.
+	// Log receives a decision line per attempt and an end line per allowed
+	// one; nil writes none. The Proxy does not close it.
 	Log *Log
 	// Stderr receives one line per refused destination, the cap warnings
 	// and the log's write failure; nil discards them.
@@ -42,7 +46,11 @@ type Config struct {
 	// MaxConns bounds the connections served at once, over every listener
 	// of the Proxy (Serve and Forward alike). Beyond it a connection is
 	// refused with a reason (HTTP 503, SOCKS reply 1, or closed for a
-	// forward). 0 means DefaultMaxConns.
+	// forward). A proxy connection takes its place only once its
+	// credentials are checked and its request read; until then it is one
+	// of at most MaxConns handshakes, the oldest of which is closed to make
+	// room for a new one, so clients without the credentials never hold
+	// the runner's places. 0 means DefaultMaxConns.
 	MaxConns int
 	// MaxHeaderBytes bounds an HTTP request's header (431 beyond it) and an
 	// upstream response's header (502). 0 means DefaultMaxHeaderBytes.
@@ -64,21 +72,39 @@ type Config struct {
 type Proxy struct {
 	cfg    Config
 	policy *Policy
+	auth   credentials
 	ctx    context.Context // cancelled by Close: aborts resolving and dialling
 	cancel context.CancelFunc
 
-	mu        sync.Mutex
-	closed    bool
-	listeners map[net.Listener]struct{}
-	conns     map[net.Conn]struct{}
-	active    int // connections being served, against MaxConns
-	refusing  int // over-cap connections being told so, also bounded by MaxConns
-	capWarned bool
-	denied    map[string]struct{}
-	wg        sync.WaitGroup
+	mu          sync.Mutex
+	closed      bool
+	listeners   map[net.Listener]struct{}
+	conns       map[net.Conn]*connState
+	seq         uint64 // orders handshakes, for eviction
+	handshaking int    // accepted proxy connections not yet admitted, against MaxConns
+	active      int    // connections being served, against MaxConns
+	capWarned   bool
+	denied      map[string]struct{}
+	wg          sync.WaitGroup
 
+	refusals refusalLimiter
 	stderrMu sync.Mutex
 }
+
+// connState is where a connection the Proxy holds stands.
+type connState struct {
+	stage   connStage
+	seq     uint64
+	evicted bool // closed while handshaking, to make room
+}
+
+type connStage int
+
+const (
+	stageHandshake connStage = iota // accepted by Serve, credentials not yet checked
+	stageActive                     // counted against MaxConns
+	stageDialled                    // a connection the Proxy made
+)
 
 // NewProxy returns a Proxy for cfg. It serves nothing until Serve or
 // Forward is called.
@@ -95,14 +121,21 @@ func NewProxy(cfg Config) *Proxy {
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = DefaultDialTimeout
 	}
+	if cfg.Resolver == nil {
+		cfg.Resolver = NewLaunchResolver(HostsPath, ResolvConfPath)
+	}
+	policy := NewPolicy(cfg.Rules, cfg.Resolver)
+	policy.deny = append([]Rule(nil), cfg.Deny...)
+	policy.local = interfaceAddrs()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Proxy{
 		cfg:       cfg,
-		policy:    NewPolicy(cfg.Rules, cfg.Resolver),
+		policy:    policy,
+		auth:      newCredentials(),
 		ctx:       ctx,
 		cancel:    cancel,
 		listeners: make(map[net.Listener]struct{}),
-		conns:     make(map[net.Conn]struct{}),
+		conns:     make(map[net.Conn]*connState),
 		denied:    make(map[string]struct{}),
 	}
 }
@@ -114,7 +147,7 @@ func NewProxy(cfg Config) *Proxy {
 // socket): accepted connections stay in that namespace, while the proxy
 // resolves and dials from its own.
 func (p *Proxy) Serve(l net.Listener) {
-	p.start(l, p.serveProxyConn, p.refuseOverCap)
+	p.start(l, func(c net.Conn) { p.admit(c, stageHandshake, p.serveProxy) })
 }
 
 // DialFunc connects a forwarded connection to its other end.
@@ -124,13 +157,15 @@ type DialFunc func(ctx context.Context) (net.Conn, error)
 // copying both ways with half-close, under the same connection cap and
 // teardown as Serve. It returns at once; the Proxy owns l from now on. dial
 // gets a context that ends at DialTimeout or Close; the connection it
-// returns is owned by the Proxy. No policy applies and nothing is logged:
-// the caller chose both ends.
-func (p *Proxy) Forward(l net.Listener, dial DialFunc) {
+// returns is owned by the Proxy. No policy applies (the caller chose both
+// ends) and no credentials are asked, but each connection is logged as an
+// allowed attempt: host and port are l's address, address the other end's,
+// and reason is what (e.g. "--host-port 5432").
+func (p *Proxy) Forward(l net.Listener, what string, dial DialFunc) {
 	var warnOnce sync.Once
 	p.start(l, func(c net.Conn) {
-		p.serveForward(c, dial, &warnOnce)
-	}, nil)
+		p.admit(c, stageActive, func(c net.Conn) { p.serveForward(c, l.Addr(), what, dial, &warnOnce) })
+	})
 }
 
 // Close closes every listener and every connection of the Proxy, both
@@ -156,6 +191,7 @@ func (p *Proxy) Close() error {
 	p.mu.Unlock()
 
 	p.cancel()
+	defer p.flushRefusals()
 	var err error
 	for _, l := range ls {
 		if e := l.Close(); e != nil && !errors.Is(e, net.ErrClosed) && err == nil {
@@ -169,10 +205,9 @@ func (p *Proxy) Close() error {
 	return err
 }
 
-// start registers l and runs its accept loop in a goroutine. handle serves
-// a connection within the cap; refuse, when not nil, tells one over the cap
-// why it is refused (nil: it is just closed).
-func (p *Proxy) start(l net.Listener, handle, refuse func(net.Conn)) {
+// start registers l and runs its accept loop in a goroutine, which gives
+// each connection to accepted.
+func (p *Proxy) start(l net.Listener, accepted func(net.Conn)) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -182,10 +217,10 @@ func (p *Proxy) start(l net.Listener, handle, refuse func(net.Conn)) {
 	p.listeners[l] = struct{}{}
 	p.wg.Add(1)
 	p.mu.Unlock()
-	go p.acceptLoop(l, handle, refuse)
+	go p.acceptLoop(l, accepted)
 }
 
-func (p *Proxy) acceptLoop(l net.Listener, handle, refuse func(net.Conn)) {
+func (p *Proxy) acceptLoop(l net.Listener, accepted func(net.Conn)) {
 	defer p.wg.Done()
 	var backoff time.Duration
 	for {
@@ -212,7 +247,7 @@ func (p *Proxy) acceptLoop(l net.Listener, handle, refuse func(net.Conn)) {
 			continue
 		}
 		backoff = 0
-		p.admit(c, handle, refuse)
+		accepted(c)
 	}
 }
 
@@ -227,67 +262,124 @@ func transientAcceptError(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// admit starts handle for c within the cap, or has refuse tell c it is
-// over the cap, or, past twice the cap or without refuse, closes it at once.
-func (p *Proxy) admit(c net.Conn, handle, refuse func(net.Conn)) {
+// admit registers c at stage and runs handle for it. A forward
+// (stageActive) takes a place under MaxConns or is closed at once. A proxy
+// connection (stageHandshake) takes a handshake place: when all MaxConns
+// are taken, the oldest handshake is closed to make room, so a flood of
+// connections that never authenticate delays the runner's by no more than
+// its own handshake.
+func (p *Proxy) admit(c net.Conn, stage connStage, handle func(net.Conn)) {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		c.Close()
+		return
+	}
+	var evict net.Conn
 	switch {
-	case p.closed:
+	case stage == stageActive && p.active >= p.cfg.MaxConns:
+		warn := p.overCapLocked()
 		p.mu.Unlock()
+		p.warnCap(warn)
+		p.refusedEarly("", 0, p.overCapReason())
 		c.Close()
 		return
-	case p.active < p.cfg.MaxConns:
+	case stage == stageActive:
 		p.active++
-		p.conns[c] = struct{}{}
-		p.wg.Add(1)
-		p.mu.Unlock()
-		go func() {
-			defer p.wg.Done()
-			defer p.release(c, true)
-			handle(c)
-		}()
-		return
+	case p.handshaking >= p.cfg.MaxConns:
+		evict = p.oldestHandshakeLocked()
+		p.conns[evict].evicted = true
+		fallthrough
+	default:
+		p.handshaking++
 	}
-	warn := !p.capWarned
-	p.capWarned = true
-	tell := refuse != nil && p.refusing < p.cfg.MaxConns
-	if tell {
-		p.refusing++
-		p.conns[c] = struct{}{}
-		p.wg.Add(1)
+	if evict != nil {
+		p.handshaking--
 	}
+	p.seq++
+	p.conns[c] = &connState{stage: stage, seq: p.seq}
+	p.wg.Add(1)
 	p.mu.Unlock()
-	// The line comes first, so it is there by the time the client sees
-	// the refusal.
-	if warn {
-		p.warnf("corral: network: refusing connections beyond %d at once (the limit); they get an error until some close\n", p.cfg.MaxConns)
-	}
-	if !tell {
-		c.Close()
-		return
+	if evict != nil {
+		evict.Close()
 	}
 	go func() {
 		defer p.wg.Done()
-		defer p.release(c, false)
-		refuse(c)
+		defer p.release(c)
+		handle(c)
 	}()
 }
 
-// release closes a connection accepted by admit and gives back its slot.
-func (p *Proxy) release(c net.Conn, counted bool) {
+func (p *Proxy) oldestHandshakeLocked() net.Conn {
+	var oldest net.Conn
+	var seq uint64
+	for c, st := range p.conns {
+		if st.stage == stageHandshake && !st.evicted && (oldest == nil || st.seq < seq) {
+			oldest, seq = c, st.seq
+		}
+	}
+	return oldest
+}
+
+// promote moves a proxy connection whose credentials and request are
+// read from its handshake place to a place under MaxConns. It returns
+// false when none is free (or c was evicted): the caller tells the client.
+func (p *Proxy) promote(c net.Conn) bool {
+	p.mu.Lock()
+	st := p.conns[c]
+	if st == nil || st.evicted || st.stage != stageHandshake {
+		p.mu.Unlock()
+		return false
+	}
+	if p.active >= p.cfg.MaxConns {
+		warn := p.overCapLocked()
+		p.mu.Unlock()
+		p.warnCap(warn)
+		return false
+	}
+	p.active++
+	p.handshaking--
+	st.stage = stageActive
+	p.mu.Unlock()
+	return true
+}
+
+// overCapLocked notes an over-cap refusal and reports whether it is the
+// first of an episode, which deserves a line on stderr.
+func (p *Proxy) overCapLocked() bool {
+	warn := !p.capWarned
+	p.capWarned = true
+	return warn
+}
+
+func (p *Proxy) warnCap(warn bool) {
+	if warn {
+		p.warnf("corral: network: refusing connections beyond %d at once (the limit); they get an error until some close\n", p.cfg.MaxConns)
+	}
+}
+
+func (p *Proxy) overCapReason() string {
+	return fmt.Sprintf("too many connections at once (limit %d)", p.cfg.MaxConns)
+}
+
+// release closes a connection accepted by admit and gives back its place.
+func (p *Proxy) release(c net.Conn) {
 	c.Close()
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.conns[c]
 	delete(p.conns, c)
-	if counted {
+	switch {
+	case st == nil:
+	case st.stage == stageHandshake && !st.evicted:
+		p.handshaking--
+	case st.stage == stageActive:
 		p.active--
 		if p.active < p.cfg.MaxConns {
 			// A new episode of overload deserves a new line.
 			p.capWarned = false
 		}
-	} else {
-		p.refusing--
 	}
-	p.mu.Unlock()
 }
 
 // track registers a connection the Proxy made (a dialled one) so Close
@@ -299,7 +391,7 @@ func (p *Proxy) track(c net.Conn) bool {
 		c.Close()
 		return false
 	}
-	p.conns[c] = struct{}{}
+	p.conns[c] = &connState{stage: stageDialled}
 	return true
 }
 
@@ -325,79 +417,30 @@ func (p *Proxy) warnf(format string, args ...any) {
 	fmt.Fprintf(p.cfg.Stderr, format, args...)
 }
 
-// reportDenied prints the one stderr line for a refused destination, the
-// first time it is refused.
-func (p *Proxy) reportDenied(host string, port uint16, reason string) {
-	dest := net.JoinHostPort(host, strconv.Itoa(int(port)))
-	p.mu.Lock()
-	_, seen := p.denied[dest]
-	full := len(p.denied) >= maxDeniedLines
-	if !seen && !full {
-		p.denied[dest] = struct{}{}
-	}
-	if !seen && full {
-		// One marker entry says the "more not shown" line was printed.
-		_, seen = p.denied[""]
-		p.denied[""] = struct{}{}
-		p.mu.Unlock()
-		if !seen {
-			p.warnf("corral: network: more destinations denied; not shown (see --net-log)\n")
+// open decides host (as the client sent it) and at's port and, when
+// allowed, dials a checked address; it writes the decision line either
+// way. It returns the connection, or nil with the decision (refused or
+// not resolved) or the dial's error.
+func (p *Proxy) open(host string, at *attempt) (net.Conn, Decision, error) {
+	d := p.policy.Decide(p.ctx, host, at.port)
+	if !d.Allowed {
+		if d.Failed {
+			at.allow(d.Reason)
+			at.end()
+		} else {
+			at.deny(d.Reason)
 		}
-		return
+		return nil, d, nil
 	}
-	p.mu.Unlock()
-	if !seen {
-		p.warnf("corral: network: denied %s: %s\n", dest, reason)
+	up, addr, err := p.dial(d.Addrs, at.port)
+	at.address = addr.String()
+	if err != nil {
+		at.allow(dialErrorReason(err))
+		at.end()
+		return nil, d, err
 	}
-}
-
-// attempt is one proxied connection, from the request to its end: what the
-// connection log records.
-type attempt struct {
-	p       *Proxy
-	start   time.Time
-	host    string // for display: a normalised name, an IP address, or a quoted oddity
-	port    uint16
-	address string
-	up      int64
-	down    int64
-}
-
-func (p *Proxy) newAttempt(rawHost string, port uint16) *attempt {
-	return &attempt{p: p, start: time.Now(), host: displayHost(rawHost), port: port}
-}
-
-// deny records a refusal by policy: the stderr line (once per destination)
-// and the log line.
-func (a *attempt) deny(reason string) {
-	a.p.reportDenied(a.host, a.port, reason)
-	a.log("deny", reason)
-}
-
-func (a *attempt) log(decision, reason string) {
-	a.p.cfg.Log.write(&Entry{
-		Time:      logTime(a.start),
-		Host:      a.host,
-		Port:      a.port,
-		Address:   a.address,
-		Decision:  decision,
-		Reason:    reason,
-		BytesUp:   a.up,
-		BytesDown: a.down,
-	}, a.p.cfg.Stderr)
-}
-
-// displayHost is host as the log and stderr show it: an IP address in its
-// canonical form, a valid name normalised, anything else quoted (it came
-// from the runner and may hold any byte).
-func displayHost(host string) string {
-	if a, err := netip.ParseAddr(host); err == nil {
-		return a.Unmap().String()
-	}
-	if n, err := normalizeName(host); err == nil {
-		return n
-	}
-	return strconv.Quote(host)
+	at.allow(d.Reason)
+	return up, d, nil
 }
 
 // dial connects to one of addrs (already checked) at port, in order, within
@@ -449,18 +492,8 @@ func dialErrorReason(err error) string {
 	return err.Error()
 }
 
-// serveProxyConn tells SOCKS5 from HTTP by the first byte and serves c.
-func (p *Proxy) serveProxyConn(c net.Conn) {
-	p.serveProxy(c, false)
-}
-
-// refuseOverCap speaks enough of either protocol to tell the client why it
-// is refused, then closes.
-func (p *Proxy) refuseOverCap(c net.Conn) {
-	p.serveProxy(c, true)
-}
-
-func (p *Proxy) serveProxy(c net.Conn, overCap bool) {
+// serveProxy tells SOCKS5 from HTTP by the first byte and serves c.
+func (p *Proxy) serveProxy(c net.Conn) {
 	c.SetDeadline(time.Now().Add(p.cfg.HandshakeTimeout))
 	hl := &headerLimit{r: c, n: p.cfg.MaxHeaderBytes, on: true}
 	br := getReader(hl)
@@ -470,13 +503,17 @@ func (p *Proxy) serveProxy(c net.Conn, overCap bool) {
 		return // silent until the deadline, or gone
 	}
 	if first[0] == socksVersion {
-		p.serveSOCKS(c, br, overCap)
+		p.serveSOCKS(c, br)
 		return
 	}
-	p.serveHTTP(c, br, hl, overCap)
+	p.serveHTTP(c, br, hl)
 }
 
-func (p *Proxy) serveForward(c net.Conn, dial DialFunc, warnOnce *sync.Once) {
+func (p *Proxy) serveForward(c net.Conn, local net.Addr, what string, dial DialFunc, warnOnce *sync.Once) {
+	at := p.newAttempt("", 0)
+	if ap, err := netip.ParseAddrPort(local.String()); err == nil {
+		at.host, at.port = ap.Addr().Unmap().String(), ap.Port()
+	}
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DialTimeout)
 	up, err := dial(ctx)
 	cancel()
@@ -486,13 +523,20 @@ func (p *Proxy) serveForward(c net.Conn, dial DialFunc, warnOnce *sync.Once) {
 				p.warnf("corral: network: forwarding %s: cannot connect to the other end (further failures not shown): %v\n", c.LocalAddr(), err)
 			})
 		}
+		at.allow(what + "; cannot connect: " + dialErrorReason(err))
+		at.end()
 		return
 	}
 	if !p.track(up) {
 		return
 	}
 	defer p.untrack(up)
-	p.join(c, up, nil)
+	if ap, err := netip.ParseAddrPort(up.RemoteAddr().String()); err == nil {
+		at.address = ap.Addr().Unmap().String()
+	}
+	at.allow(what)
+	defer at.end()
+	at.up, at.down = p.join(c, up, nil)
 }
 
 // headerLimit caps the bytes read while a handshake is parsed; once the

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +20,7 @@ import (
 
 func proxyClient(t testing.TB, proxyAddr string, tlsConf *tls.Config) *http.Client {
 	t.Helper()
-	u, err := url.Parse("http://" + proxyAddr)
+	u, err := url.Parse("http://" + userinfo(proxyAddr) + "@" + proxyAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,8 @@ func TestHTTPAbsoluteURI(t *testing.T) {
 		resp.Body.Close()
 	}
 	req, _ := http.NewRequest("POST", srv.URL+"/some/path?q=1", strings.NewReader("the body"))
-	req.Header.Set("Proxy-Authorization", "Basic c2VjcmV0")
+	// The proxy's credentials are the proxy's, never the origin's.
+	req.Header.Set("Proxy-Authorization", strings.TrimSuffix(strings.TrimPrefix(authHeader(tp.addr), "Proxy-Authorization: "), "\r\n"))
 	req.Header.Set("Connection", "X-Hop")
 	req.Header.Set("X-Hop", "drop me")
 	req.Header.Set("X-Kept", "keep me")
@@ -113,7 +115,7 @@ func TestHTTPAbsoluteURIRaw(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.SetDeadline(time.Now().Add(hangLimit))
-		fmt.Fprintf(c, "GET %s/x %s\r\nHost: %s\r\n\r\n", srv.URL, proto, srv.Listener.Addr())
+		fmt.Fprintf(c, "GET %s/x %s\r\nHost: %s\r\n%s\r\n", srv.URL, proto, srv.Listener.Addr(), authHeader(tp.addr))
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -167,7 +169,7 @@ func TestHTTPAbsoluteURIBody(t *testing.T) {
 		c.SetDeadline(time.Now().Add(hangLimit))
 		br := bufio.NewReader(c)
 		if tc.method == "POST" {
-			fmt.Fprintf(c, "POST http://127.0.0.1:%d/up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n", srv.port())
+			fmt.Fprintf(c, "POST http://127.0.0.1:%d/up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n%s\r\n", srv.port(), authHeader(tp.addr))
 			if line, _ := br.ReadString('\n'); line != "HTTP/1.1 100 Continue\r\n" {
 				t.Fatalf("interim answer %q", line)
 			}
@@ -175,7 +177,7 @@ func TestHTTPAbsoluteURIBody(t *testing.T) {
 			io.WriteString(c, "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n"+
 				"GET http://127.0.0.2/ HTTP/1.1\r\nHost: 127.0.0.2\r\n\r\n")
 		} else {
-			fmt.Fprintf(c, "HEAD http://127.0.0.1:%d/up HTTP/1.1\r\n\r\n", srv.port())
+			fmt.Fprintf(c, "HEAD http://127.0.0.1:%d/up HTTP/1.1\r\n%s\r\n", srv.port(), authHeader(tp.addr))
 		}
 		resp, err := http.ReadResponse(br, &http.Request{Method: tc.method})
 		if err != nil {
@@ -331,7 +333,7 @@ func TestHTTPBadRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.SetDeadline(time.Now().Add(hangLimit))
-		io.WriteString(c, tc.req)
+		io.WriteString(c, strings.Replace(tc.req, " HTTP/1.1\r\n", " HTTP/1.1\r\n"+authHeader(tp.addr), 1))
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
 			t.Errorf("%.40q: %v", tc.req, err)
@@ -424,10 +426,11 @@ func TestSOCKS5Unsupported(t *testing.T) {
 		send  []byte
 		reply []byte
 	}{
-		{"BIND", []byte{5, 1, 0, 5, 2, 0, 1, 127, 0, 0, 1, 0, 80}, []byte{5, 0, 5, socksCmdNotSupported}},
-		{"UDP ASSOCIATE", []byte{5, 1, 0, 5, 3, 0, 1, 0, 0, 0, 0, 0, 0}, []byte{5, 0, 5, socksCmdNotSupported}},
-		{"address type 9", []byte{5, 1, 0, 5, 1, 0, 9}, []byte{5, 0, 5, socksAtypNotSupported}},
-		{"password only", []byte{5, 1, 2}, []byte{5, 0xff}},
+		{"BIND", append(socksAuth(tp.addr), 5, 2, 0, 1, 127, 0, 0, 1, 0, 80), append(slices.Clone(socksAuthOK), 5, socksCmdNotSupported)},
+		{"UDP ASSOCIATE", append(socksAuth(tp.addr), 5, 3, 0, 1, 0, 0, 0, 0, 0, 0), append(slices.Clone(socksAuthOK), 5, socksCmdNotSupported)},
+		{"address type 9", append(socksAuth(tp.addr), 5, 1, 0, 9), append(slices.Clone(socksAuthOK), 5, socksAtypNotSupported)},
+		{"no authentication only", []byte{5, 1, 0}, []byte{5, 0xff}},
+		{"wrong password", []byte{5, 1, 2, 1, 1, 'u', 1, 'p'}, []byte{5, 2, 1, 1}},
 	} {
 		c, err := net.Dial("tcp", tp.addr)
 		if err != nil {
@@ -481,7 +484,7 @@ func TestHalfClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp.Forward(fl, func(ctx context.Context) (net.Conn, error) {
+	tp.Forward(fl, "test forward", func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", target)
 	})
@@ -503,7 +506,7 @@ func TestConnectEarlyData(t *testing.T) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(hangLimit))
-	fmt.Fprintf(c, "CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\nearly bytes", srv.port())
+	fmt.Fprintf(c, "CONNECT 127.0.0.1:%d HTTP/1.1\r\n%s\r\nearly bytes", srv.port(), authHeader(tp.addr))
 	c.(*net.TCPConn).CloseWrite()
 	got, _ := io.ReadAll(c)
 	if want := "HTTP/1.1 200 Connection established\r\n\r\nearly bytes"; string(got) != want {

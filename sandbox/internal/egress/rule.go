@@ -100,6 +100,21 @@ func ParseRule(s string) (Rule, error) {
 	return r, nil
 }
 
+// ParseDenyRule parses one --deny-net destination: the syntax of
+// ParseRule, except that a destination without a port denies every port
+// (where an allowed one admits only 80 and 443).
+func ParseDenyRule(s string) (Rule, error) {
+	r, err := parseRule(s)
+	if err != nil {
+		return Rule{}, fmt.Errorf("--deny-net %q: %w", s, err)
+	}
+	if r.port == 0 {
+		r.anyPort = true
+	}
+	r.text = s
+	return r, nil
+}
+
 func parseRule(s string) (Rule, error) {
 	if s == "" {
 		return Rule{}, errors.New("empty destination; give HOST[:PORT], e.g. example.com:443")

@@ -282,6 +282,15 @@ func TestPolicySSRFGuard(t *testing.T) {
 		{"255.255.255.255", "reserved"},
 		{"64:ff9b::7f00:1", "loopback (via NAT64)"},
 		{"64:ff9b::a9fe:a9fe", "link-local (via NAT64)"},
+		{"64:ff9b:1::a00:1", "private (via NAT64)"},
+		{"::ffff:0:7f00:1", "loopback (via IPv4-translated)"},
+		{"::ffff:0:a9fe:a9fe", "link-local (via IPv4-translated)"},
+		{"2002:7f00:1::", "loopback (via 6to4)"},
+		{"2002:c0a8:101:1::1", "private (via 6to4)"},
+		// Teredo: the client's IPv4 is the last 32 bits inverted
+		// (~80ff:fffe = 127.0.0.1); the server's follows 2001:0.
+		{"2001:0:4136:e378:8000:63bf:80ff:fffe", "loopback (via Teredo client)"},
+		{"2001:0:a00:1:8000:63bf:3fff:fdd2", "private (via Teredo server)"},
 	} {
 		shown := netip.MustParseAddr(tc.addr).Unmap().String()
 		res := &fakeResolver{addrs: map[string][]string{"svc.test": {"192.0.2.1", tc.addr}}}
@@ -368,4 +377,86 @@ type ctxResolver struct{}
 func (ctxResolver) LookupNetIP(ctx context.Context, _, _ string) ([]netip.Addr, error) {
 	<-ctx.Done()
 	return nil, errors.Join(ctx.Err())
+}
+
+// Public IPv6 forms of public IPv4 addresses pass the guard.
+func TestPolicyCarriersPublic(t *testing.T) {
+	for _, a := range []string{"64:ff9b::808:808", "::ffff:0:808:808", "2002:808:808::1",
+		"2001:0:4136:e378:8000:63bf:f7f7:f7f7", "2001:db8::1"} {
+		if k := specialKind(netip.MustParseAddr(a)); k != "" {
+			t.Errorf("%s: %q; want public", a, k)
+		}
+	}
+}
+
+// The host's own interface addresses count as local, also carried in an
+// IPv6 address; an address rule lifts that as it lifts the rest.
+func TestPolicyHostAddresses(t *testing.T) {
+	if own := interfaceAddrs(); !own[netip.MustParseAddr("127.0.0.1")] {
+		t.Errorf("interfaceAddrs %v: want loopback's 127.0.0.1 at least", own)
+	}
+	res := &fakeResolver{addrs: map[string][]string{
+		"own.test": {"203.0.113.5"}, "own6.test": {"2002:cb00:7105::1"}, "other.test": {"203.0.113.6"}}}
+	p := NewPolicy(mustRules(t, "*.test:*"), res)
+	p.local = map[netip.Addr]bool{netip.MustParseAddr("203.0.113.5"): true}
+	for host, want := range map[string]string{
+		"own.test":   "resolves to local (this host's) 203.0.113.5 (SSRF guard)",
+		"own6.test":  "resolves to local (this host's, via 6to4) 2002:cb00:7105::1 (SSRF guard)",
+		"other.test": "allowed by *.test:*",
+	} {
+		if d := p.Decide(context.Background(), host, 443); d.Reason != want {
+			t.Errorf("%s: %q; want %q", host, d.Reason, want)
+		}
+	}
+	p = NewPolicy(mustRules(t, "*.test:*", "203.0.113.5:443"), res)
+	p.local = map[netip.Addr]bool{netip.MustParseAddr("203.0.113.5"): true}
+	if d := p.Decide(context.Background(), "own.test", 443); !d.Allowed {
+		t.Errorf("an address rule for the host's address: %q", d.Reason)
+	}
+}
+
+// --deny-net: without a port every port; a match refuses where an allow
+// rule admits, names, addresses a name resolves to, and IP literals alike.
+func TestPolicyDeny(t *testing.T) {
+	r, err := ParseDenyRule("bad.example.com")
+	if err != nil || !r.allowsPort(22) || !r.allowsPort(443) {
+		t.Errorf("ParseDenyRule without a port: %+v %v; want every port", r, err)
+	}
+	if _, err := ParseDenyRule("http://x"); err == nil || !strings.HasPrefix(err.Error(), `--deny-net "http://x"`) {
+		t.Errorf("ParseDenyRule error %v; want it to name --deny-net", err)
+	}
+	var deny []Rule
+	for _, s := range []string{"bad.example.com", "203.0.113.0/24", "198.51.100.7:22", "*.corp.example.com:8080"} {
+		r, err := ParseDenyRule(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deny = append(deny, r)
+	}
+	res := &fakeResolver{addrs: map[string][]string{
+		"bad.example.com": {"192.0.2.1"}, "ok.example.com": {"192.0.2.2"}, "doc.example.com": {"203.0.113.9"},
+		"x.corp.example.com": {"192.0.2.3"}}}
+	p := NewPolicy(mustRules(t, "*.example.com:*", "198.51.100.0/24:*"), res)
+	p.deny = deny
+	for _, tc := range []struct {
+		host string
+		port uint16
+		want string
+	}{
+		{"bad.example.com", 443, "denied by --deny-net bad.example.com"},
+		{"bad.example.com", 22, "denied by --deny-net bad.example.com"},
+		{"ok.example.com", 443, "allowed by *.example.com:*"},
+		{"doc.example.com", 443, "resolves to 203.0.113.9, denied by --deny-net 203.0.113.0/24"},
+		{"x.corp.example.com", 8080, "denied by --deny-net *.corp.example.com:8080"},
+		{"x.corp.example.com", 443, "allowed by *.example.com:*"},
+		{"198.51.100.7", 22, "denied by --deny-net 198.51.100.7:22"},
+		{"198.51.100.7", 443, "allowed by 198.51.100.0/24:*"},
+	} {
+		if d := p.Decide(context.Background(), tc.host, tc.port); d.Reason != tc.want || d.Allowed != strings.HasPrefix(tc.want, "allowed") {
+			t.Errorf("%s:%d: %v %q; want %q", tc.host, tc.port, d.Allowed, d.Reason, tc.want)
+		}
+	}
+	if res.calls != 3 {
+		t.Errorf("%d lookups; want 3 (a name denied by name is never resolved)", res.calls)
+	}
 }

@@ -56,14 +56,17 @@ func TestCheck(t *testing.T) {
 // inside; subreaper mode gets the socket filter and Landlock's ports.
 func TestNetworkPlanPerMode(t *testing.T) {
 	caller := Plan{Env: []string{"NO_PROXY=x", "A=1"}, Net: Network{Allow: []string{"x.test"}, HostPorts: []uint16{3128}, Publish: []uint16{3129}}}
-	in := caller.ForPidns()
+	in := caller.ForPidns("u:p")
 	if !in.Namespaces.Net || in.Net.ProxyAddr != "127.0.0.1:3130" {
 		t.Errorf("pidns: namespace %v, proxy at %q; want a namespace and 127.0.0.1:3130 (past the runner's ports)", in.Namespaces.Net, in.Net.ProxyAddr)
+	}
+	if !strings.Contains(strings.Join(in.Env, " "), "HTTP_PROXY=http://u:p@127.0.0.1:3130") || strings.Contains(strings.Join(in.Env, " "), "NO_PROXY") {
+		t.Errorf("pidns: the runner's environment %q", in.Env)
 	}
 	if caller.Namespaces.Net || caller.Net.ProxyAddr != "" || len(caller.Env) != 2 {
 		t.Errorf("deriving changed the caller's plan: %+v", caller)
 	}
-	sub, how, err := caller.ForSubreaper(Subreaper{ProxyAddr: "127.0.0.1:4000", ProxyPort: 4000, LandlockABI: 7, TCPPorts: true})
+	sub, how, err := caller.ForSubreaper(Subreaper{Userinfo: "u:p", ProxyAddr: "127.0.0.1:4000", ProxyPort: 4000, LandlockABI: 7, TCPPorts: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +76,7 @@ func TestNetworkPlanPerMode(t *testing.T) {
 	if got := sub.Privileges.Landlock.Net.ConnectTCP; len(got) != 2 || got[0] != 4000 || got[1] != 3128 {
 		t.Errorf("subreaper connect ports %v, want [4000 3128]", got)
 	}
-	if !strings.Contains(how, "egress proxy at 127.0.0.1:4000") || !strings.Contains(strings.Join(sub.Env, " "), "http_proxy=http://127.0.0.1:4000") {
+	if !strings.Contains(how, "egress proxy at 127.0.0.1:4000") || !strings.Contains(strings.Join(sub.Env, " "), "http_proxy=http://u:p@127.0.0.1:4000") {
 		t.Errorf("subreaper: %q, env %q", how, sub.Env)
 	}
 	if _, _, err := caller.ForSubreaper(Subreaper{LandlockABI: 3}); err == nil {

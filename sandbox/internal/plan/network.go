@@ -22,8 +22,8 @@ const proxyPortInside = 3128
 // ForPidns is the plan of a namespace mode: a network namespace for any
 // network policy (an allowlist too: the proxy is its only way out) and,
 // with a proxy, the runner's environment naming it at its address inside,
-// where the init will listen.
-func (p Plan) ForPidns() Plan {
+// where the init will listen, with userinfo, the proxy's per-run USER:PASS.
+func (p Plan) ForPidns(userinfo string) Plan {
 	p.Namespaces.Net = p.Isolated()
 	if !p.Net.Proxy() {
 		return p
@@ -32,7 +32,7 @@ func (p Plan) ForPidns() Plan {
 	for p.Net.taken(uint16(port)) {
 		port++
 	}
-	return p.withProxy("127.0.0.1:" + strconv.Itoa(port))
+	return p.withProxy("127.0.0.1:"+strconv.Itoa(port), userinfo)
 }
 
 func (n *Network) taken(port uint16) bool {
@@ -46,8 +46,14 @@ func (n *Network) taken(port uint16) bool {
 	return false
 }
 
-func (p Plan) withProxy(addr string) Plan {
+// withProxy names the proxy at addr: in the plan (what -v says and where
+// the init listens) without its credentials, in the runner's proxy
+// variables with them.
+func (p Plan) withProxy(addr, userinfo string) Plan {
 	p.Net.ProxyAddr = addr
+	if userinfo != "" {
+		addr = userinfo + "@" + addr
+	}
 	p.Env = WithProxyEnv(p.Env, addr)
 	return p
 }
@@ -57,6 +63,7 @@ func (p Plan) withProxy(addr string) Plan {
 // loopback ("": no proxy), and this kernel's Landlock (TCPPorts: ABI 4+;
 // Err: no Landlock at all).
 type Subreaper struct {
+	Userinfo    string // the proxy's per-run USER:PASS
 	ProxyAddr   string
 	ProxyPort   uint16
 	LandlockABI int
@@ -86,7 +93,7 @@ func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
 	how := "seccomp socket filter"
 	var connect []uint16
 	if p.Net.Proxy() {
-		p = p.withProxy(s.ProxyAddr)
+		p = p.withProxy(s.ProxyAddr, s.Userinfo)
 		connect = append(connect, s.ProxyPort)
 		how += ", egress proxy at " + s.ProxyAddr
 	}

@@ -14,9 +14,10 @@ var proxyVars = []struct{ name, scheme string }{
 	{"ALL_PROXY", "socks5h://"},
 }
 
-// ProxyEnvFor returns the proxy variables for a proxy at addr (host:port, as
-// the runner reaches it): HTTP_PROXY and HTTPS_PROXY = http://ADDR,
-// ALL_PROXY = socks5h://ADDR, each also in lower case.
+// ProxyEnvFor returns the proxy variables for a proxy at addr
+// (USER:PASS@HOST:PORT, the run's credentials and the address as the
+// runner reaches it): HTTP_PROXY and HTTPS_PROXY = http://ADDR, ALL_PROXY =
+// socks5h://ADDR, each also in lower case.
 //
 // The runner's environment must also lose NO_PROXY and no_proxy (and any
 // earlier proxy variables): clients skip the proxy for the hosts listed

@@ -1,0 +1,78 @@
+package egress
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"net/textproto"
+	"strings"
+)
+
+// The proxy is the run's own: every request must carry the credentials
+// made for this Proxy (HTTP Proxy-Authorization: Basic, or SOCKS5
+// username/password, RFC 1929). Without them another process on the host
+// (the proxy listens on the host's loopback in subreaper mode) could reach
+// the allowed hosts, appear in the log as the runner and fill the
+// connection cap.
+
+// credentials are a Proxy's user and password: random, made by NewProxy,
+// given to the runner in the proxy URLs, compared in constant time.
+type credentials struct {
+	user, pass string
+}
+
+func newCredentials() credentials {
+	var b [8 + 16]byte
+	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24)
+	return credentials{user: "corral-" + hex.EncodeToString(b[:8]), pass: hex.EncodeToString(b[8:])}
+}
+
+// match compares user and pass with the Proxy's, in time that depends on
+// neither secret's content.
+func (c credentials) match(user, pass string) bool {
+	u := subtle.ConstantTimeCompare([]byte(user), []byte(c.user))
+	p := subtle.ConstantTimeCompare([]byte(pass), []byte(c.pass))
+	return u&p == 1
+}
+
+// Userinfo is USER:PASS, the part of a proxy URL before "@": the runner's
+// proxy variables are http://USER:PASS@ADDR and socks5h://USER:PASS@ADDR.
+// Both are lower-case hexadecimal with a "corral-" prefix for the user,
+// so they need no escaping in a URL.
+func (p *Proxy) Userinfo() string { return p.auth.user + ":" + p.auth.pass }
+
+// The reasons an attempt is refused before its destination is known.
+const (
+	reasonNoCredentials  = "no proxy credentials"
+	reasonBadCredentials = "wrong proxy credentials"
+)
+
+// checkBasic checks an HTTP request's Proxy-Authorization against the
+// Proxy's credentials and returns "" or why it is refused.
+func (c credentials) checkBasic(h textproto.MIMEHeader) string {
+	v := h.Values("Proxy-Authorization")
+	if len(v) == 0 {
+		return reasonNoCredentials
+	}
+	// Go's client sends the URL's credentials beside a header the
+	// program set: the same value twice is one.
+	for _, o := range v[1:] {
+		if o != v[0] {
+			return reasonBadCredentials
+		}
+	}
+	scheme, token, _ := strings.Cut(strings.TrimSpace(v[0]), " ")
+	if !strings.EqualFold(scheme, "Basic") {
+		return reasonBadCredentials
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(token))
+	if err != nil {
+		return reasonBadCredentials
+	}
+	user, pass, _ := strings.Cut(string(raw), ":")
+	if !c.match(user, pass) {
+		return reasonBadCredentials
+	}
+	return ""
+}
