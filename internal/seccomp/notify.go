@@ -290,3 +290,75 @@ func (st Status) NotifyMissing() string {
 	}
 	return s
 }
+
+// SocketCall names the calls NotifyAddresses hands to a listener.
+type SocketCall uint8
+
+const (
+	CallOther SocketCall = iota
+	CallConnect
+	CallBind
+	CallListen
+	CallSendto
+)
+
+func (c SocketCall) String() string {
+	return [...]string{"other", "connect", "bind", "listen", "sendto"}[c]
+}
+
+// Call tells which socket call d is, at whichever entry point of the
+// architecture corral runs on it came from (x32 and the compat ones
+// included). The argument layout is the same at all of them: connect,
+// bind (fd, addr, addrlen), listen (fd, backlog), sendto (fd, buf, len,
+// flags, dest_addr, addrlen); a compat caller's pointers are 32 bits,
+// zero-extended.
+func (d Data) Call() SocketCall {
+	p, err := platformFor(runtime.GOARCH)
+	if err != nil {
+		return CallOther
+	}
+	for i := -1; i < len(p.compat); i++ {
+		a := p.native
+		if i >= 0 {
+			a = p.compat[i]
+		}
+		if d.Arch != a.audit {
+			continue
+		}
+		nr := uint32(d.Nr)
+		if a.nrMask != 0 {
+			nr &= a.nrMask
+		}
+		switch nr {
+		case a.connect:
+			return CallConnect
+		case a.bind:
+			return CallBind
+		case a.listen:
+			return CallListen
+		case a.sendto:
+			return CallSendto
+		}
+	}
+	return CallOther
+}
+
+// RespondContinue lets the call of notification id run in the kernel as
+// the caller made it (SECCOMP_USER_NOTIF_FLAG_CONTINUE, Linux 5.5). Only
+// for a call whose arguments nothing was decided on: the caller's threads
+// can change its memory after any look. ErrGone as for Respond.
+func RespondContinue(listener int, id uint64) error {
+	r := notifResp{ID: id, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+	for {
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&r)))
+		switch e {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		case unix.ENOENT:
+			return ErrGone
+		}
+		return fmt.Errorf("seccomp notification respond: %w", e)
+	}
+}
