@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -19,9 +19,7 @@ import (
 // (its worker threads are made then), give it the filter's listener with
 // Serve, and Close it at teardown.
 type Checker struct {
-	pol  *resolved
-	work chan *seccomp.Notif
-	wg   sync.WaitGroup
+	pol *resolved
 
 	mu            sync.Mutex
 	boundUnix     map[devIno]struct{}
@@ -41,11 +39,12 @@ type Checker struct {
 		received, gone, adopted atomic.Int64
 	}
 
-	listener int // -1 until Serve
-	file     *os.File
+	listener int           // -1 until Serve
+	serve    chan struct{} // closed by Serve (or Close)
+	alive    atomic.Int32  // workers not ended
+	closing  atomic.Bool
 	done     chan struct{}
 	once     sync.Once
-	closed   chan struct{}
 }
 
 // maxBound caps each of the sets of what the tree bound, so a runner that
@@ -68,66 +67,66 @@ func New(p Policy) (*Checker, error) {
 	}
 	c := &Checker{
 		pol:           r,
-		work:          make(chan *seccomp.Notif, n),
 		boundUnix:     map[devIno]struct{}{},
 		boundAbstract: map[string]struct{}{},
 		boundTCP:      map[netip.AddrPort]struct{}{},
 		inflight:      map[uint64]*inflight{},
 		listener:      -1,
+		serve:         make(chan struct{}),
 		done:          make(chan struct{}),
-		closed:        make(chan struct{}),
 	}
 	ready := make(chan error, n)
+	c.alive.Store(int32(n))
 	for range n {
-		c.wg.Add(1)
 		go c.worker(ready)
 	}
+	var first error
 	for range n {
-		if err := <-ready; err != nil {
-			c.stopWorkers()
-			return nil, err
+		if err := <-ready; err != nil && first == nil {
+			first = err
 		}
+	}
+	if first != nil {
+		c.Close()
+		return nil, first
 	}
 	return c, nil
 }
 
 // Serve takes ownership of listener (a filter's listener fd) and answers
-// its notifications until the filter has no thread left or Close. It
-// returns at once; Done is closed when it stops. The listener is read
-// through the Go runtime's poller: waiting for a call costs no thread.
+// its notifications until the filter has no thread left, or Close. It
+// returns at once; Done is closed when every worker has stopped reading.
 func (c *Checker) Serve(listener int) error {
 	if c.listener >= 0 {
 		return errors.New("sockcheck: Serve called twice")
 	}
-	if err := unix.SetNonblock(listener, true); err != nil {
-		return fmt.Errorf("sockcheck: listener: %w", err)
-	}
 	c.listener = listener
-	c.file = os.NewFile(uintptr(listener), "seccomp-listener")
-	rc, err := c.file.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("sockcheck: listener: %w", err)
-	}
-	go c.dispatch(rc)
+	close(c.serve)
 	return nil
 }
 
-// Done is closed when Serve has stopped reading: every thread under the
-// filter is gone, or Close was called.
+// Done is closed when the workers have stopped reading: every thread
+// under the filter is gone, or Close was called.
 func (c *Checker) Done() <-chan struct{} { return c.done }
 
-// Close stops reading the listener, closes it (a filtered thread still
-// running then gets ENOSYS for the calls the filter notifies), and ends
-// the workers once they have answered what they hold. Their threads end
-// with them.
+// Close stops the checker and closes the listener. A worker waiting in
+// the kernel for a call ends when the filter's last thread is gone (at
+// teardown, when the tree is killed), and Close waits for that up to
+// closeWait; past it, it returns and leaves the worker to end with the
+// process (a filtered thread still running then gets ENOSYS for the
+// calls the filter notifies, once the last worker is gone).
 func (c *Checker) Close() error {
 	c.once.Do(func() {
-		close(c.closed)
-		if c.file != nil {
-			c.file.Close()
-			<-c.done
+		c.closing.Store(true)
+		select {
+		case <-c.serve:
+		default:
+			close(c.serve) // never served: the workers end now
 		}
-		c.stopWorkers()
+		select {
+		case <-c.done:
+		case <-time.After(closeWait):
+		}
 		c.mu.Lock()
 		for _, p := range c.pending {
 			unix.Close(p.fd)
@@ -138,67 +137,60 @@ func (c *Checker) Close() error {
 	return nil
 }
 
-func (c *Checker) stopWorkers() {
-	close(c.work)
-	c.wg.Wait()
-}
-
-func (c *Checker) dispatch(rc interface {
-	Read(func(uintptr) bool) error
-}) {
-	defer close(c.done)
-	for {
-		var n *seccomp.Notif
-		var stop bool
-		err := rc.Read(func(fd uintptr) bool {
-			ready, hangup, err := seccomp.Readable(int(fd))
-			if err != nil || (hangup && !ready) {
-				stop = true
-				return true
-			}
-			if !ready {
-				return false // wait for the poller
-			}
-			m := new(seccomp.Notif)
-			switch err := seccomp.Receive(int(fd), m); {
-			case err == nil:
-				n = m
-			case errors.Is(err, seccomp.ErrGone):
-			default:
-				stop = true
-			}
-			return true
-		})
-		if err != nil || stop {
-			return
-		}
-		if n == nil {
-			continue
-		}
-		c.stats.received.Add(1)
-		select {
-		case c.work <- n:
-		case <-c.closed:
-			return
-		}
-	}
-}
+const closeWait = 2 * time.Second
 
 // worker owns its OS thread for its whole life: locked before New
-// returns, never handed back (it does nothing a thread could keep, but a
-// thread returned to the runtime would be one more it may hand a P to
-// while the runner fills pids.max, and one fewer the checker has).
+// returns, and never handed back to the runtime while the runner may
+// run. It waits for a call in the kernel itself (SECCOMP_IOCTL_NOTIF_RECV
+// on the listener, which the kernel hands to one waiting reader each), so
+// a check costs no hop through the Go scheduler, and no goroutine of the
+// checker ever sits in the runtime's poller or needs a thread it lacks.
 func (c *Checker) worker(ready chan<- error) {
-	defer c.wg.Done()
 	runtime.LockOSThread()
 	w, err := newWorkerState()
 	ready <- err
 	if err != nil {
+		c.workerDone()
 		return
 	}
+	defer c.workerDone()
 	defer w.close()
-	for n := range c.work {
+	<-c.serve
+	if c.listener < 0 {
+		return
+	}
+	for !c.closing.Load() {
+		n := new(seccomp.Notif)
+		err := seccomp.Receive(c.listener, n)
+		if c.closing.Load() {
+			if err == nil { // answer what was taken: refuse it
+				seccomp.Respond(c.listener, n.ID, 0, unix.ENOSYS)
+			}
+			return
+		}
+		if err != nil {
+			// ErrGone: a call died before it was read, or the filter has
+			// no thread left (then the kernel says so at once, every
+			// time); anything else: the listener is unusable.
+			_, hangup, perr := seccomp.Readable(c.listener)
+			if !errors.Is(err, seccomp.ErrGone) || hangup || perr != nil {
+				return
+			}
+			continue
+		}
+		c.stats.received.Add(1)
 		c.handle(w, n)
+	}
+}
+
+// workerDone counts a worker out; the last one closes the listener and
+// Done.
+func (c *Checker) workerDone() {
+	if c.alive.Add(-1) == 0 {
+		if c.listener >= 0 {
+			unix.Close(c.listener)
+		}
+		close(c.done)
 	}
 }
 

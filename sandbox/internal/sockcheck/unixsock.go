@@ -165,32 +165,28 @@ func (c *Checker) bindPath(w *workerState, cl *call, path string) (int64, unix.E
 	if err != nil {
 		return 0, unix.EACCES
 	}
-	if err := seccomp.RespondContinue(c.listener, cl.n.ID); err != nil {
-		unix.Close(dup)
-		return 0, answered
-	}
-	// The caller's thread makes the bind now; it takes microseconds.
-	for range 40 {
-		if dev, ino, err := w.boundInode(dup); err == nil {
-			c.recordBound(dev, ino)
-			unix.Close(dup)
-			return 0, answered
-		}
-		time.Sleep(25 * time.Microsecond)
-	}
-	// Not bound yet (or the bind failed): look again when a connect
-	// misses.
+	// Pending before the bind may run: a connect by another thread that
+	// looks right after it must find it.
+	c.resolvePending(w)
 	c.mu.Lock()
-	c.pending = append(c.pending, pendingBind{fd: dup})
+	c.pending = append(c.pending, pendingBind{fd: dup, since: time.Now()})
 	c.mu.Unlock()
+	if err := seccomp.RespondContinue(c.listener, cl.n.ID); err != nil {
+		return 0, gone // the entry ends at a later look
+	}
 	return 0, answered
 }
 
 // pendingBind is a socket let bind whose address was not known yet.
 type pendingBind struct {
 	fd    int
-	looks int
+	since time.Time
 }
+
+// pendingFor is how long a socket let bind stays pending unbound before
+// it is taken for one whose bind failed. The bind runs microseconds
+// after the answer; a connect to it before it ran finds no socket file.
+const pendingFor = 2 * time.Second
 
 func (c *Checker) recordBound(dev, ino uint64) {
 	c.mu.Lock()
@@ -199,7 +195,8 @@ func (c *Checker) recordBound(dev, ino uint64) {
 }
 
 // resolvePending looks at the sockets let bind again: a bound one is
-// recorded; one unbound at a second look is dropped (its bind failed).
+// recorded; one still unbound after pendingFor is dropped (its bind
+// failed, or never ran).
 func (c *Checker) resolvePending(w *workerState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -210,7 +207,7 @@ func (c *Checker) resolvePending(w *workerState) {
 			unix.Close(p.fd)
 			continue
 		}
-		if p.looks++; p.looks >= 2 {
+		if time.Since(p.since) > pendingFor {
 			unix.Close(p.fd)
 			continue
 		}
