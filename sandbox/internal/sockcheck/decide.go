@@ -234,6 +234,14 @@ type inflight struct {
 // would go on with the same handshake. A caller that is gone for good
 // (killed, or EINTR without a restart) frees its worker within a slice.
 func (c *Checker) blocking(cl *call, op func() unix.Errno) unix.Errno {
+	// A non-blocking socket (most clients' connect): one call, no
+	// timeout to set. Should another thread of the caller clear
+	// O_NONBLOCK meanwhile, this one call may wait as long as the
+	// caller's own would: a worker of its own checks, not corral, is
+	// what that holds up.
+	if fl, err := unix.FcntlInt(uintptr(cl.fd), unix.F_GETFL, 0); err == nil && fl&unix.O_NONBLOCK != 0 {
+		return op()
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(cl.fd, &st); err != nil {
 		return unix.EBADF
