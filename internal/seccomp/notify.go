@@ -362,3 +362,16 @@ func RespondContinue(listener int, id uint64) error {
 		return fmt.Errorf("seccomp notification respond: %w", e)
 	}
 }
+
+// SetSyncWakeUp asks the kernel to switch straight to the listener's
+// reader when a call arrives and back when it is answered
+// (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, Linux 6.6): less latency per
+// notification when the reader answers at once. An older kernel says
+// EINVAL; nothing else changes.
+func SetSyncWakeUp(listener int) error {
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
+	if e != 0 {
+		return fmt.Errorf("seccomp listener sync wake-up: %w", e)
+	}
+	return nil
+}

@@ -101,6 +101,8 @@ func (c *Checker) Serve(listener int) error {
 		return errors.New("sockcheck: Serve called twice")
 	}
 	c.listener = listener
+	// Best effort: a kernel before 6.6 lacks it.
+	_ = seccomp.SetSyncWakeUp(listener)
 	close(c.serve)
 	return nil
 }
