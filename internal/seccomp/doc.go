@@ -13,6 +13,13 @@
 //     architecture corral runs on (x86_64, its x32 numbers and the i386
 //     compat entry on amd64; AArch64 and the AArch32 compat entry on arm64).
 //     DenyTerminalInjection is RunnerFilter without socket rules.
+//   - RunnerRules.DenyVsock and NotifyAddresses: socket(AF_VSOCK) refused,
+//     and connect, bind, listen and sendto-with-an-address handed to a
+//     supervisor by user notification (SECCOMP_RET_USER_NOTIF), with the
+//     primitives that supervisor needs: InstallWithListener, Receive,
+//     Readable, IDValid, Respond (ErrGone when the caller is no longer
+//     waiting), ReadMemory (process_vm_readv), OpenPidfd and GetFD
+//     (pidfd_getfd). The checks themselves are sandbox/internal/sockcheck's.
 //   - Build: a small general builder ("syscall X fails with errno E, always
 //     or when an argument matches") for narrow filters such as test jails.
 //   - InstallOnThread and Probe: installing a program on the calling thread

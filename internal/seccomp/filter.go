@@ -57,6 +57,11 @@ type abi struct {
 	// none: socket(2), socketpair(2), the multiplexer socketcall(2) and
 	// io_uring_setup(2).
 	socket, socketpair, socketcall, ioUringSetup uint32
+	// The calls NotifyAddresses hands to the listener (connect, bind,
+	// listen, and sendto with a destination), and the numbers of
+	// sendmsg(2) and sendmmsg(2), refused with MSG_FASTOPEN.
+	connect, bind, listen, sendto uint32
+	sendmsg, sendmmsg             []uint32
 }
 
 // noCall marks a system call an entry point does not have.
@@ -78,19 +83,26 @@ var platforms = map[string]platform{
 	"amd64": {
 		// 16 is ioctl; 514 (with the x32 bit) is x32's own compat ioctl.
 		// x32 shares socket (41) and socketpair (53) with x86_64.
+		// x32 shares connect (42), bind (49), listen (50) and sendto
+		// (44) too; its sendmsg is 518 and its sendmmsg 538.
 		native: abi{name: "x86_64", audit: unix.AUDIT_ARCH_X86_64, nrMask: ^uint32(x32Bit), ioctl: []uint32{16, 514},
-			socket: 41, socketpair: 53, socketcall: noCall, ioUringSetup: 425},
+			socket: 41, socketpair: 53, socketcall: noCall, ioUringSetup: 425,
+			connect: 42, bind: 49, listen: 50, sendto: 44, sendmsg: []uint32{46, 518}, sendmmsg: []uint32{307, 538}},
 		compat: []abi{{name: "i386", audit: unix.AUDIT_ARCH_I386, ioctl: []uint32{54},
-			socket: 359, socketpair: 360, socketcall: 102, ioUringSetup: 425}},
+			socket: 359, socketpair: 360, socketcall: 102, ioUringSetup: 425,
+			connect: 362, bind: 361, listen: 363, sendto: 369, sendmsg: []uint32{370}, sendmmsg: []uint32{345}}},
 	},
 	"arm64": {
 		native: abi{name: "aarch64", audit: unix.AUDIT_ARCH_AARCH64, ioctl: []uint32{29},
-			socket: 198, socketpair: 199, socketcall: noCall, ioUringSetup: 425},
+			socket: 198, socketpair: 199, socketcall: noCall, ioUringSetup: 425,
+			connect: 203, bind: 200, listen: 201, sendto: 206, sendmsg: []uint32{211}, sendmmsg: []uint32{269}},
 		// 102 is socketcall in the old ARM ABI only; arm64 runs EABI
 		// tasks, which do not have it, so refusing it costs nothing and
 		// holds should a kernel ever route it.
+		// send (289) has no address and is left alone.
 		compat: []abi{{name: "arm", audit: unix.AUDIT_ARCH_ARM, ioctl: []uint32{54},
-			socket: 281, socketpair: 288, socketcall: 102, ioUringSetup: 425}},
+			socket: 281, socketpair: 288, socketcall: 102, ioUringSetup: 425,
+			connect: 283, bind: 282, listen: 284, sendto: 290, sendmsg: []uint32{296}, sendmmsg: []uint32{374}}},
 	},
 }
 
@@ -137,6 +149,22 @@ type RunnerRules struct {
 	// Sockets limits the sockets the runner may create; nil leaves them
 	// alone (--net host).
 	Sockets *SocketRules
+	// DenyVsock makes socket(AF_VSOCK, ...) fail with EACCES: no network
+	// namespace separates vsock. (With Sockets, vsock is refused anyway.)
+	DenyVsock bool
+	// NotifyAddresses hands every call that names a socket address to
+	// the filter's listener (SECCOMP_RET_USER_NOTIF), for a supervisor
+	// to check the address and make the call itself: connect(2),
+	// bind(2), listen(2) (which binds an unbound socket to the
+	// any-address), and sendto(2) when its dest_addr is not NULL. With
+	// it, whatever Sockets says: sendmsg(2) and sendmmsg(2) with
+	// MSG_FASTOPEN fail with EACCES (a TCP Fast Open send connects to the
+	// address in the message, which a filter cannot read), socketcall(2)
+	// fails with EACCES and io_uring_setup(2) with ENOSYS (each could
+	// make these calls where no filter sees them). Such a filter must be
+	// installed with InstallWithListener, and something must answer its
+	// listener: without one the calls fail with ENOSYS.
+	NotifyAddresses bool
 }
 
 // SocketRules is the seccomp half of the network policy in subreaper mode,
@@ -197,9 +225,9 @@ func runnerFilter(goarch string, r RunnerRules) ([]unix.SockFilter, error) {
 	if err != nil {
 		return nil, err
 	}
-	blocks := []block{{abi: p.native, rules: terminalRules(p.native), sockets: r.Sockets}}
+	blocks := []block{{abi: p.native, rules: terminalRules(p.native), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses}}
 	for _, c := range p.compat {
-		blocks = append(blocks, block{abi: c, rules: terminalRules(c), sockets: r.Sockets})
+		blocks = append(blocks, block{abi: c, rules: terminalRules(c), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses})
 	}
 	return assemble(blocks)
 }
@@ -245,6 +273,8 @@ type block struct {
 	abi     abi
 	rules   []Rule
 	sockets *SocketRules // nil: no socket rules
+	vsock   bool         // socket(AF_VSOCK) fails with EACCES
+	notify  bool         // the address calls go to the listener
 }
 
 // assemble lays out: load arch; for each block, "arch matches → jump to its
@@ -308,10 +338,85 @@ func (b block) emit(a *asm) {
 		a.stmt(opRet, retErrno(r.Errno))
 		a.bind(skip)
 	}
+	if b.notify {
+		b.emitNotify(a)
+	}
+	if b.vsock {
+		b.emitVsock(a)
+		loadNr()
+	}
 	if b.sockets != nil {
 		b.emitSockets(a)
 	}
 	a.stmt(opRet, unix.SECCOMP_RET_ALLOW)
+}
+
+// emitNotify lays out the address rules, with the syscall number in the
+// accumulator; a call they do not concern falls through with it still
+// there. The calls they concern end here: none of them is one the socket
+// rules govern.
+func (b block) emitNotify(a *asm) {
+	notify, deny, allow, sendto, rest := a.label(), a.label(), a.label(), a.label(), a.label()
+	a.jump(opJeq, b.abi.connect, notify, next)
+	a.jump(opJeq, b.abi.bind, notify, next)
+	a.jump(opJeq, b.abi.listen, notify, next)
+	a.jump(opJeq, b.abi.sendto, sendto, next)
+	if b.abi.socketcall != noCall {
+		a.jump(opJeq, b.abi.socketcall, deny, next)
+	}
+	fastopen := make([]int, 0, len(b.abi.sendmsg)+len(b.abi.sendmmsg))
+	for _, nr := range b.abi.sendmsg {
+		l := a.label()
+		fastopen = append(fastopen, l)
+		a.jump(opJeq, nr, l, next)
+	}
+	for _, nr := range b.abi.sendmmsg {
+		l := a.label()
+		fastopen = append(fastopen, l)
+		a.jump(opJeq, nr, l, next)
+	}
+	a.jump(opJeq, b.abi.ioUringSetup, next, rest)
+	a.stmt(opRet, retErrno(unix.ENOSYS))
+
+	a.bind(sendto)
+	lo, hi := argOffsets(b.abi, 4)
+	a.stmt(opLd, lo)
+	a.jump(opJeq, 0, next, notify)
+	a.stmt(opLd, hi)
+	a.jump(opJeq, 0, allow, notify)
+
+	// The flags are sendmsg's third argument and sendmmsg's fourth.
+	for i, l := range fastopen {
+		a.bind(l)
+		arg := 2
+		if i >= len(b.abi.sendmsg) {
+			arg = 3
+		}
+		flags, _ := argOffsets(b.abi, arg)
+		a.stmt(opLd, flags)
+		a.jump(opJset, unix.MSG_FASTOPEN, deny, allow)
+	}
+
+	a.bind(notify)
+	a.stmt(opRet, unix.SECCOMP_RET_USER_NOTIF)
+	a.bind(deny)
+	a.stmt(opRet, retErrno(unix.EACCES))
+	a.bind(allow)
+	a.stmt(opRet, unix.SECCOMP_RET_ALLOW)
+	a.bind(rest)
+}
+
+// emitVsock makes socket(AF_VSOCK, ...) fail with EACCES; it leaves the
+// accumulator changed.
+func (b block) emitVsock(a *asm) {
+	other, deny := a.label(), a.label()
+	a.jump(opJeq, b.abi.socket, next, other)
+	domain, _ := argOffsets(b.abi, 0)
+	a.stmt(opLd, domain)
+	a.jump(opJeq, unix.AF_VSOCK, deny, other)
+	a.bind(deny)
+	a.stmt(opRet, retErrno(unix.EACCES))
+	a.bind(other)
 }
 
 // emitSockets lays out the socket rules after the block's other rules, with

@@ -68,6 +68,15 @@ type Status struct {
 	// container runtime's profile counts as one), or -1 when the kernel
 	// does not say (before Linux 5.9).
 	Filters int
+	// UserNotif: filters may return SECCOMP_RET_USER_NOTIF and have a
+	// listener (Linux 5.0), with notification structures this package
+	// knows.
+	UserNotif bool
+	// PidfdGetfd: pidfd_open and pidfd_getfd work (Linux 5.6).
+	PidfdGetfd bool
+	// ProcessVMReadv: process_vm_readv works (an outer filter may refuse
+	// it).
+	ProcessVMReadv bool
 }
 
 // Probe reports whether a seccomp filter can be installed here, changing
@@ -77,6 +86,12 @@ type Status struct {
 // SECCOMP_SET_MODE_FILTER while allowing the query it makes, whether the
 // thread's instruction budget has room, nor whether the thread that will
 // install a filter will have no_new_privs or CAP_SYS_ADMIN then.
+//
+// It also learns whether a supervisor could check socket addresses by user
+// notification (Status.UserNotif, PidfdGetfd, ProcessVMReadv;
+// Status.NotifyMissing names what is missing), by asking the kernel and by
+// using pidfd_getfd and process_vm_readv on this process itself: a few
+// fds opened and closed, nothing installed.
 func Probe() (Status, error) {
 	st := Status{Filters: -1}
 	fields, err := proc.ReadStatus("/proc/thread-self/status")
@@ -107,6 +122,7 @@ func Probe() (Status, error) {
 	_, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_ACTION_AVAIL, 0, uintptr(unsafe.Pointer(&action)))
 	switch errno {
 	case 0:
+		probeNotify(&st)
 		return st, nil
 	case unix.ENOSYS:
 		return st, fmt.Errorf("seccomp(2) is not available: an outer seccomp filter refuses it, or the kernel predates 3.17 (%w)", errno)

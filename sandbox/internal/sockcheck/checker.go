@@ -1,0 +1,247 @@
+package sockcheck
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-sh/corral/internal/seccomp"
+)
+
+// Checker answers the socket calls of a runner's filter (seccomp
+// RunnerRules.NotifyAddresses). Make it with New before the runner starts
+// (its worker threads are made then), give it the filter's listener with
+// Serve, and Close it at teardown.
+type Checker struct {
+	pol *resolved
+
+	mu            sync.Mutex
+	boundUnix     map[devIno]struct{}
+	boundAbstract map[string]struct{}
+	boundTCP      map[netip.AddrPort]struct{}
+
+	// inflight holds the blocking connects and sends under way, by the
+	// socket's inode: a call interrupted by a signal and restarted
+	// (SA_RESTART) takes over the one its first notification started.
+	imu      sync.Mutex
+	inflight map[uint64]*inflight
+	// pending holds duplicates of sockets whose path bind the kernel was
+	// let make (bindPath) and that were not bound yet when looked at.
+	pending []pendingBind
+
+	stats struct {
+		received, gone, adopted atomic.Int64
+	}
+
+	listener int           // -1 until Serve
+	serve    chan struct{} // closed by Serve (or Close)
+	alive    atomic.Int32  // workers not ended
+	closing  atomic.Bool
+	done     chan struct{}
+	once     sync.Once
+}
+
+// maxBound caps each of the sets of what the tree bound, so a runner that
+// binds without end cannot grow corral's memory without end: past it, a
+// bind is refused.
+const maxBound = 1 << 16
+
+// New resolves p (each AllowUnix socket must exist now) and starts its
+// workers, each on an OS thread of its own that it keeps until Close: made
+// now, before the runner exists, so that checking never needs a new thread
+// (DESIGN.md, Trap 14).
+func New(p Policy) (*Checker, error) {
+	r, err := resolve(p)
+	if err != nil {
+		return nil, err
+	}
+	n := p.Workers
+	if n <= 0 {
+		n = DefaultWorkers
+	}
+	c := &Checker{
+		pol:           r,
+		boundUnix:     map[devIno]struct{}{},
+		boundAbstract: map[string]struct{}{},
+		boundTCP:      map[netip.AddrPort]struct{}{},
+		inflight:      map[uint64]*inflight{},
+		listener:      -1,
+		serve:         make(chan struct{}),
+		done:          make(chan struct{}),
+	}
+	ready := make(chan error, n)
+	c.alive.Store(int32(n))
+	for range n {
+		go c.worker(ready)
+	}
+	var first error
+	for range n {
+		if err := <-ready; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		c.Close()
+		return nil, first
+	}
+	return c, nil
+}
+
+// Serve takes ownership of listener (a filter's listener fd) and answers
+// its notifications until the filter has no thread left, or Close. It
+// returns at once; Done is closed when every worker has stopped reading.
+func (c *Checker) Serve(listener int) error {
+	if c.listener >= 0 {
+		return errors.New("sockcheck: Serve called twice")
+	}
+	c.listener = listener
+	// Best effort: a kernel before 6.6 lacks it.
+	_ = seccomp.SetSyncWakeUp(listener)
+	close(c.serve)
+	return nil
+}
+
+// Done is closed when the workers have stopped reading: every thread
+// under the filter is gone, or Close was called.
+func (c *Checker) Done() <-chan struct{} { return c.done }
+
+// Close stops the checker and closes the listener. A worker waiting in
+// the kernel for a call ends when the filter's last thread is gone (at
+// teardown, when the tree is killed), and Close waits for that up to
+// closeWait; past it, it returns and leaves the worker to end with the
+// process (a filtered thread still running then gets ENOSYS for the
+// calls the filter notifies, once the last worker is gone).
+func (c *Checker) Close() error {
+	c.once.Do(func() {
+		c.closing.Store(true)
+		select {
+		case <-c.serve:
+		default:
+			close(c.serve) // never served: the workers end now
+		}
+		select {
+		case <-c.done:
+		case <-time.After(closeWait):
+		}
+		c.mu.Lock()
+		for _, p := range c.pending {
+			unix.Close(p.fd)
+		}
+		c.pending = nil
+		c.mu.Unlock()
+	})
+	return nil
+}
+
+const closeWait = 2 * time.Second
+
+// worker owns its OS thread for its whole life: locked before New
+// returns, and never handed back to the runtime while the runner may
+// run. It waits for a call in the kernel itself (SECCOMP_IOCTL_NOTIF_RECV
+// on the listener, which the kernel hands to one waiting reader each), so
+// a check costs no hop through the Go scheduler, and no goroutine of the
+// checker ever sits in the runtime's poller or needs a thread it lacks.
+func (c *Checker) worker(ready chan<- error) {
+	runtime.LockOSThread()
+	w, err := newWorkerState()
+	ready <- err
+	if err != nil {
+		c.workerDone()
+		return
+	}
+	defer c.workerDone()
+	defer w.close()
+	<-c.serve
+	if c.listener < 0 {
+		return
+	}
+	for !c.closing.Load() {
+		n := new(seccomp.Notif)
+		err := seccomp.Receive(c.listener, n)
+		if c.closing.Load() {
+			if err == nil { // answer what was taken: refuse it
+				seccomp.Respond(c.listener, n.ID, 0, unix.ENOSYS)
+			}
+			return
+		}
+		if err != nil {
+			// ErrGone: a call died before it was read, or the filter has
+			// no thread left (then the kernel says so at once, every
+			// time); anything else: the listener is unusable.
+			_, hangup, perr := seccomp.Readable(c.listener)
+			if !errors.Is(err, seccomp.ErrGone) || hangup || perr != nil {
+				return
+			}
+			continue
+		}
+		c.stats.received.Add(1)
+		c.handle(w, n)
+	}
+}
+
+// workerDone counts a worker out; the last one closes the listener and
+// Done.
+func (c *Checker) workerDone() {
+	if c.alive.Add(-1) == 0 {
+		if c.listener >= 0 {
+			unix.Close(c.listener)
+		}
+		close(c.done)
+	}
+}
+
+// workerState is what one worker keeps open: its sock_diag socket.
+type workerState struct {
+	diag int
+}
+
+func newWorkerState() (*workerState, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
+	if err != nil {
+		return nil, fmt.Errorf("sockcheck: sock_diag socket: %w", err)
+	}
+	return &workerState{diag: fd}, nil
+}
+
+func (w *workerState) close() { unix.Close(w.diag) }
+
+// gone is the answer not to send: the notification died. answered: the
+// notification was answered already (or will be, by the worker whose
+// blocking call it took over).
+const (
+	gone     = unix.Errno(^uintptr(0) >> 1)
+	answered = gone - 1
+)
+
+func (c *Checker) handle(w *workerState, n *seccomp.Notif) {
+	val, errno := c.decide(w, n)
+	if errno == answered {
+		return
+	}
+	if errno == gone {
+		c.stats.gone.Add(1)
+		return
+	}
+	// ErrGone: the caller was interrupted or died meanwhile; any other
+	// error leaves nothing to do either.
+	if err := seccomp.Respond(c.listener, n.ID, val, errno); errors.Is(err, seccomp.ErrGone) {
+		c.stats.gone.Add(1)
+	}
+}
+
+func (c *Checker) report(r Refusal) {
+	if c.pol.Report != nil {
+		r.Reason = "corral's network policy: " + r.Reason
+		c.pol.Report(r)
+	}
+}
+
+func (c *Checker) valid(n *seccomp.Notif) bool { return seccomp.IDValid(c.listener, n.ID) }
+
+func (c *Checker) validID(id uint64) bool { return seccomp.IDValid(c.listener, id) }
