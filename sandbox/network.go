@@ -19,8 +19,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -40,13 +42,16 @@ type network struct {
 	// published are pidns mode's --publish listeners on the host until the
 	// init can answer for them (attach).
 	published []net.Listener
+
+	mu    sync.Mutex
+	named map[string]bool // the refused socket names said (refused)
 }
 
 // openNetwork readies the host side of the network policy before anything
 // of the runner exists: the rules (parsed once, by Options.check), the
 // connection log.
 func openNetwork(p *stage.Proc, run *plan.Plan, rules []egress.Rule) (*network, error) {
-	n := &network{p: p, run: run}
+	n := &network{p: p, run: run, named: map[string]bool{}}
 	if !run.Isolated() {
 		return n, nil
 	}
@@ -153,9 +158,9 @@ func dialHost(port uint16) egress.DialFunc {
 // connection asks the init for a socket connected to the runner's server
 // inside. It reports whether the session needs the link read (someone
 // must follow it for the answers to arrive).
-func (n *network) attach(link *stage.Link) bool {
+func (n *network) attach(link *stage.Link, run *plan.Plan) bool {
 	if len(n.published) == 0 {
-		return false
+		return run.Privileges.Notify // the checker's refusals come on it
 	}
 	for i, l := range n.published {
 		n.proxy.Forward(l, fmt.Sprintf("--publish %d", n.run.Net.Publish[i]), dialInside(link, n.run.Net.Publish[i]))
@@ -163,6 +168,34 @@ func (n *network) attach(link *stage.Link) bool {
 	n.published = nil // the proxy owns and closes them now
 	return true
 }
+
+// refused names a socket call the engine's checker refused: a direct
+// attempt past the proxy once per destination on stderr and in the
+// connection log (egress.Proxy.Direct), anything else (a Unix socket, a
+// loopback port) once per name on stderr.
+func (n *network) refused(r stage.Refused) {
+	if ap, err := netip.ParseAddrPort(r.Addr); err == nil && r.Direct && n.proxy != nil {
+		n.proxy.Direct(ap, r.Reason)
+		return
+	}
+	what := r.Addr
+	if r.Kind != "tcp" {
+		what = r.Kind + " socket " + r.Path
+	}
+	n.mu.Lock()
+	first := !n.named[what] && len(n.named) < maxNamed
+	if first {
+		n.named[what] = true
+	}
+	n.mu.Unlock()
+	if first {
+		n.p.Warnf("network: denied %s %s: %s", r.Call, what, r.Reason)
+	}
+}
+
+// maxNamed bounds how many refused names are said: a runner that tries
+// names without end cannot grow corral's memory or its stderr.
+const maxNamed = 256
 
 func dialInside(link *stage.Link, port uint16) egress.DialFunc {
 	return func(ctx context.Context) (net.Conn, error) {

@@ -67,8 +67,8 @@ func runPidns(p *stage.Proc, n *network) (int, error) {
 	if term != nil {
 		defer term.restore()
 	}
-	if n.attach(link) || term != nil { // the link stays open after ready
-		broken = followInit(link, pid, term)
+	if n.attach(link, &run) || term != nil { // the link stays open after ready
+		broken = followInit(link, pid, term, n)
 	} else {
 		link.Close()
 	}
@@ -129,11 +129,12 @@ func initFailed(run *plan.Plan, caller stage.Caller, pid int, err error) error {
 }
 
 // followInit reads the init's reports after ready until its link closes:
-// the runner's stops in terminal mode (terminal.go); the answers to the
+// the runner's stops in terminal mode (terminal.go), the socket calls its
+// checker refused (network.go); the answers to the
 // host side's requests go to whoever asked (stage.Link.Call). A message
 // the protocol does not have there comes out of the returned channel: the
 // run ends with status 125 (relay).
-func followInit(link *stage.Link, init int, term *terminal) <-chan error {
+func followInit(link *stage.Link, init int, term *terminal, n *network) <-chan error {
 	broken := make(chan error, 1)
 	go func() {
 		defer link.Close()
@@ -144,6 +145,10 @@ func followInit(link *stage.Link, init int, term *terminal) <-chan error {
 					broken <- err
 				}
 				return
+			}
+			if r, ok := msg.(*stage.Refused); ok {
+				n.refused(*r)
+				continue
 			}
 			stop := msg.(*stage.RunnerStopped)
 			if term == nil {

@@ -36,6 +36,6 @@ func RunStage() {
 
 // newEngine is the init's engine: package supervise's, starting the runner
 // with package runner's.
-func newEngine(p *stage.Proc, plan *plan.Plan, cgroupOwner int) stage.Engine {
-	return supervise.New(p, plan, cgroupOwner, runner.Prepare)
+func newEngine(p *stage.Proc, plan *plan.Plan, cgroupOwner int, refused func(stage.Refused)) stage.Engine {
+	return supervise.New(p, plan, cgroupOwner, runner.Prepare, refused)
 }

@@ -20,7 +20,7 @@ func runSubreaper(p *stage.Proc, n *network, why string) (int, error) {
 	if err != nil {
 		return exitstatus.Setup, err
 	}
-	engine := supervise.New(p, &run, 0, runner.Prepare) // its cgroup is made in Prepare
+	engine := supervise.New(p, &run, 0, runner.Prepare, n.refused) // its cgroup is made in Prepare
 	p.Logf("mode subreaper: %s", why)
 	if how != "" {
 		p.Logf("network: %s", how)

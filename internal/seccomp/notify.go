@@ -375,3 +375,13 @@ func SetSyncWakeUp(listener int) error {
 	}
 	return nil
 }
+
+// ProbeNotify is the part of Probe a run with socket checks asks before it
+// starts anything: whether user notification, pidfd_getfd and
+// process_vm_readv work here (Status.NotifyMissing). A few system calls,
+// no filter installed.
+func ProbeNotify() Status {
+	st := Status{Filters: -1}
+	probeNotify(&st)
+	return st
+}

@@ -119,19 +119,25 @@ func (p *Proxy) flushRefusals() {
 }
 
 // Direct records a connection the runner attempted past the proxy and
-// that was refused elsewhere (by the socket checks of subreaper mode, say):
-// a deny decision line with reason, and once per destination the stderr
-// line that tells the user of a client ignoring the proxy variables why it
-// fails. Safe for concurrent use, also after Close (the log line is then
+// that was refused elsewhere (by the engine's socket checks): once per
+// destination, a deny decision line with reason and the stderr line that
+// tells the user of a client ignoring the proxy variables why it fails. Safe for concurrent use, also after Close (the log line is then
 // dropped if the log is closed).
 func (p *Proxy) Direct(addr netip.AddrPort, reason string) {
 	a := addr.Addr().Unmap().WithZone("")
+	dest := netip.AddrPortFrom(a, addr.Port()).String()
+	if !p.firstDenial("direct " + dest) {
+		// Once per destination, in the log as on stderr: a runner that
+		// retries without end must not grow the log without end.
+		return
+	}
 	p.cfg.Log.decision(&DecisionLine{Host: a.String(), Port: addr.Port(), Address: a.String(),
 		Decision: "deny", Reason: reason}, p.cfg.Stderr)
-	dest := netip.AddrPortFrom(a, addr.Port()).String()
-	if p.firstDenial("direct " + dest) {
-		p.warnf("corral: network: denied direct connection to %s: clients must use the proxy variables\n", dest)
+	if len(p.cfg.Rules) == 0 {
+		p.warnf("corral: network: denied direct connection to %s: the command has no network (--net none)\n", dest)
+		return
 	}
+	p.warnf("corral: network: denied direct connection to %s: clients must use the proxy variables\n", dest)
 }
 
 // reportDenied prints the one stderr line for a refused destination, the

@@ -37,7 +37,14 @@ func Main(newEngine stage.NewEngine) {
 	p := stage.NewProc(os.Stderr, plan.Verbose, caller, sigs)
 	// Prepare makes the cgroup while the starter thread drops the
 	// runner's privileges; the mounts come after.
-	engine := newEngine(p, &plan, start.CgroupOwner)
+	// The host side names what the engine's checker refuses (sockcheck),
+	// over the link after ready: the host reads only its reply before.
+	said := make(chan struct{})
+	refused := func(r stage.Refused) {
+		<-said
+		_ = link.Send(stage.MsgRefused, &r)
+	}
+	engine := newEngine(p, &plan, start.CgroupOwner, refused)
 	engine.Prepare(start.Terminal)
 	if err := SetupNamespaces(p, plan.Namespaces); err != nil {
 		engine.Abandon()
@@ -53,7 +60,7 @@ func Main(newEngine stage.NewEngine) {
 		os.Exit(exitstatus.Setup)
 	}
 	publish := len(plan.Net.Publish) > 0
-	said := sayReady(link, sigs, start.Terminal || publish)
+	sayReady(link, sigs, start.Terminal || publish || plan.Privileges.Notify, said)
 	if publish {
 		go func() {
 			<-said
@@ -80,10 +87,9 @@ func Main(newEngine stage.NewEngine) {
 // signals on from then. The engine sets up and execs the runner meanwhile
 // (held until the same moment, see package runner), and this init never
 // exits before it said ready: the host takes an init that ends without
-// saying it for a namespace that could not be made. The returned channel
-// is closed once it is said.
-func sayReady(link *stage.Link, sigs *reaper.Signals, keep bool) <-chan struct{} {
-	said := make(chan struct{})
+// saying it for a namespace that could not be made. said is closed once
+// it is said.
+func sayReady(link *stage.Link, sigs *reaper.Signals, keep bool, said chan<- struct{}) {
 	go func() {
 		sigs.Wait()
 		if err := link.Ready(); err != nil {
@@ -94,7 +100,6 @@ func sayReady(link *stage.Link, sigs *reaper.Signals, keep bool) <-chan struct{}
 		}
 		close(said)
 	}()
-	return said
 }
 
 // SetupNamespaces does, inside the new namespaces, what only their PID 1

@@ -24,6 +24,7 @@ const proxyPortInside = 3128
 // with a proxy, the runner's environment naming it at its address inside,
 // where the init will listen, with userinfo, the proxy's per-run USER:PASS.
 func (p Plan) ForPidns(userinfo string) Plan {
+	p = p.withSocketChecks()
 	p.Namespaces.Net = p.Isolated()
 	if !p.Net.Proxy() {
 		return p
@@ -58,6 +59,18 @@ func (p Plan) withProxy(addr, userinfo string) Plan {
 	return p
 }
 
+// withSocketChecks asks for the engine's checker of the runner's socket
+// calls wherever a Unix socket must be checked by its path: under a
+// network policy (only the tree's own sockets and --allow-unix), and
+// beneath --hide, in every mode (Landlock has no right for a Unix
+// connect). vsock, which no network namespace separates, goes with any
+// network policy.
+func (p Plan) withSocketChecks() Plan {
+	p.Privileges.Notify = p.Isolated() || len(p.Privileges.Landlock.Hide) > 0
+	p.Privileges.DenyVsock = p.Isolated()
+	return p
+}
+
 // Subreaper is what the host side found for subreaper mode's network
 // policy before deriving it: where the proxy listens on the host's
 // loopback ("": no proxy), and this kernel's Landlock (TCPPorts: ABI 4+;
@@ -76,9 +89,11 @@ type Subreaper struct {
 // anything but --net none), and the proxy on the host's loopback in the
 // runner's environment. It also returns -v's account of it.
 func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
+	p = p.withSocketChecks()
 	if !p.Isolated() {
 		return p, "", nil
 	}
+	p.Net.TCPChecked = true
 	tcp := p.Net.Proxy() || len(p.Net.HostPorts) > 0 || len(p.Net.Publish) > 0
 	p.Privileges.Sockets = &seccomp.SocketRules{AllowTCP: tcp}
 	ports := s.LandlockErr == nil && s.TCPPorts
@@ -90,7 +105,7 @@ func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
 		return p, "", &setuperr.SetupError{Step: "network policy in subreaper mode", Err: setuperr.Plain(why),
 			Hint: "--allow-net, --host-port and --publish need a network namespace (pidns mode) or Landlock's TCP port rules; corral does not run the command with more network than asked"}
 	}
-	how := "seccomp socket filter"
+	how := "seccomp socket filter, every TCP connect and bind checked by address"
 	var connect []uint16
 	if p.Net.Proxy() {
 		p = p.withProxy(s.ProxyAddr, s.Userinfo)

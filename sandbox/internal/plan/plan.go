@@ -59,6 +59,11 @@ type Privileges struct {
 	// Landlock is the filesystem and IPC policy (--writable, --read-only,
 	// --hide, --isolate-ipc), enforced on the same thread (package runner).
 	Landlock landlock.Policy
+	// Notify: the runner's socket calls that name an address (connect,
+	// bind, listen, sendto) go to the engine's checker (package
+	// sockcheck) through a seccomp listener; DenyVsock: AF_VSOCK sockets
+	// are refused. Set by each mode's derivation (network.go).
+	Notify, DenyVsock bool
 }
 
 // Network is the network policy of a run beyond --net none (README.md,
@@ -82,6 +87,9 @@ type Network struct {
 	// host side for the mode it runs (the init listens there in pidns
 	// mode); "": none.
 	ProxyAddr string
+	// TCPChecked: the engine's checker holds TCP connects and binds to
+	// their address (subreaper mode, where no network namespace does).
+	TCPChecked bool
 }
 
 // Proxy reports whether the run has an egress proxy.

@@ -34,9 +34,10 @@ import (
 // runner starts without the filter (filtered is false). Any other failure
 // to install it is a setup error: the runner never starts unprotected.
 func restrictRunner(p plan.Privileges) (restricted, error) {
-	var r restricted
+	r := restricted{listener: -1}
+	var err error
 	if p.AllowNewPrivs && stage.HoldsCap(capability.CAP_SYS_ADMIN) {
-		if err := installFilter(p); err != nil {
+		if r.listener, err = installFilter(p); err != nil {
 			return r, err
 		}
 		r.filtered = true
@@ -49,8 +50,8 @@ func restrictRunner(p plan.Privileges) (restricted, error) {
 	if r.filtered {
 		return r, nil
 	}
-	err = installFilter(p)
-	if p.AllowNewPrivs && p.Sockets == nil && errors.Is(err, unix.EACCES) {
+	r.listener, err = installFilter(p)
+	if p.AllowNewPrivs && p.Sockets == nil && !p.Notify && errors.Is(err, unix.EACCES) {
 		return r, nil
 	}
 	r.filtered = err == nil
@@ -64,29 +65,40 @@ type restricted struct {
 	// may be traced from its fork (strace -f), and PTRACE_TRACEME would
 	// fail there: forkHeld does not try it.
 	traced bool
+	// listener is the filter's seccomp listener (plan.Privileges.Notify),
+	// for the engine's checker; -1: none.
+	listener int
 }
 
 // installFilter installs the runner's one seccomp filter: the TIOCSTI
-// denial, and the socket rules of subreaper mode's network policy. The
+// denial, the socket rules of subreaper mode's network policy, and, with
+// Notify, the hand-over of every call that names a socket address to the
+// engine's checker, through the listener it returns (-1: none). The
 // documented exception above (no filter at all) never covers a network
-// policy: without its filter the runner would have the whole network.
-func installFilter(p plan.Privileges) error {
-	prog, err := seccomp.RunnerFilter(seccomp.RunnerRules{Sockets: p.Sockets})
-	if err == nil {
+// policy or --hide: without its filter the runner would have the whole
+// network, or the sockets beneath a hidden path.
+func installFilter(p plan.Privileges) (int, error) {
+	prog, err := seccomp.RunnerFilter(seccomp.RunnerRules{Sockets: p.Sockets, DenyVsock: p.DenyVsock, NotifyAddresses: p.Notify})
+	listener := -1
+	switch {
+	case err != nil:
+	case p.Notify:
+		listener, err = seccomp.InstallWithListener(prog)
+	default:
 		err = seccomp.InstallOnThread(prog)
 	}
 	if err != nil {
 		step := "deny TIOCSTI and TIOCLINUX to the runner (seccomp filter)"
 		hint := "an outer seccomp profile or security module refuses filters here; run `corral probe`"
-		if p.Sockets != nil {
-			step = "the runner's network policy (seccomp socket filter)"
+		if p.Sockets != nil || p.Notify {
+			step = "the runner's socket policy (seccomp filter with user notification)"
 			if p.AllowNewPrivs {
 				hint = "--allow-new-privs leaves no_new_privs unset, and without CAP_SYS_ADMIN the kernel takes no filter; drop --allow-new-privs, or run in pidns mode"
 			}
 		}
-		return &setuperr.SetupError{Step: step, Err: err, Hint: hint}
+		return -1, &setuperr.SetupError{Step: step, Err: err, Hint: hint}
 	}
-	return nil
+	return listener, nil
 }
 
 // MayForkFromEngine reports whether the runner may be forked from a
@@ -128,7 +140,7 @@ func confineRunner(p plan.Privileges) (restricted, error) {
 	}
 	if p.AllowNewPrivs && stage.HoldsCap(capability.CAP_SYS_ADMIN) {
 		if err := restrictLandlock(pol, false); err != nil {
-			return restricted{}, err
+			return restricted{listener: -1}, err
 		}
 		return restrictRunner(p)
 	}

@@ -32,8 +32,17 @@ func ExecMain() {
 	}
 	start := msg.(*stage.ExecStart)
 	// Privileges, the TIOCSTI filter and Landlock (confine.go).
-	if _, err := confineRunner(start.Privileges); err != nil {
+	r, err := confineRunner(start.Privileges)
+	if err != nil {
 		fail(exitstatus.Setup, err)
+	}
+	if r.listener >= 0 {
+		// The engine's checker answers the runner's socket calls; until it
+		// has the listener they wait.
+		if err := link.Send(stage.MsgExecListener, &stage.Listener{FDs: []int{r.listener}}); err != nil {
+			fail(exitstatus.Setup, &setuperr.SetupError{Step: "hand the runner's seccomp listener to the engine", Err: err})
+		}
+		unix.Close(r.listener)
 	}
 	// Last, on the thread that execs: the Go runtime unblocked signals on
 	// it at start, and the runner must get the caller's mask.

@@ -34,14 +34,17 @@ func Prepare(p *stage.Proc, plan *plan.Plan, terminal bool) stage.Starter {
 // (or when that path cannot start it) through the exec stage. Either way
 // the runner's first instruction comes after every signal is registered
 // (reaper.Config.StartHolds).
-func (s *start) Start(cg stage.Cgroup) (int, error) {
+func (s *start) Start(cg stage.Cgroup) (stage.Started, error) {
 	if s.thread != nil {
 		r := s.thread.start(cg.FD())
 		if r.cgroupRefused != nil {
 			cg.Refused(r.cgroupRefused)
 		}
 		if r.ok {
-			return r.pid, nil
+			return stage.Started{PID: r.pid, Listener: r.listener}, nil
+		}
+		if r.listener >= 0 {
+			unix.Close(r.listener) // the exec stage makes the runner's own
 		}
 	}
 	s.p.Signals().Wait()
@@ -52,7 +55,7 @@ func (s *start) Start(cg stage.Cgroup) (int, error) {
 // waits only until the stage has either exec'd the runner (EOF on the
 // stage socket) or reported why not. It never waits for the process: the
 // engine reaps it.
-func (s *start) execStage(cg stage.Cgroup) (int, error) {
+func (s *start) execStage(cg stage.Cgroup) (stage.Started, error) {
 	plan := s.plan
 	msg := stage.ExecStart{Path: plan.Path, Args: plan.Args, Env: plan.Env, Privileges: plan.Privileges, Mask: s.p.Caller.Mask}
 	attr := syscall.ProcAttr{Dir: plan.Dir, Sys: runnerSys(s.terminal)}
@@ -70,15 +73,19 @@ func (s *start) execStage(cg stage.Cgroup) (int, error) {
 	}
 	if err != nil {
 		if plan.Dir != "" {
-			return 0, fmt.Errorf("in working directory %s: %w", plan.Dir, err)
+			err = fmt.Errorf("in working directory %s: %w", plan.Dir, err)
 		}
-		return 0, err
+		return stage.Started{Listener: -1}, err
 	}
 	defer link.Close()
-	if _, err := link.AwaitReply(stage.StepExecReply); err != nil {
-		return pid, err
-	}
-	return pid, nil
+	started := stage.Started{PID: pid, Listener: -1}
+	// The stage sends the runner's seccomp listener, if it made one,
+	// before its execve.
+	_, err = link.AwaitReplyWith(stage.StepExecReply, func(_ stage.Kind, msg any) error {
+		started.Listener = msg.(*stage.Listener).FDs[0]
+		return nil
+	})
+	return started, err
 }
 
 // starter is the OS thread the runner is forked from, straight from the
@@ -102,6 +109,7 @@ type starterResult struct {
 	// cgroupRefused is the kernel's refusal to start the runner into its
 	// cgroup, when starting it outside worked.
 	cgroupRefused error
+	listener      int // the runner's seccomp listener; -1: none
 }
 
 func newStarter(p *stage.Proc, plan *plan.Plan, terminal bool) *starter {
@@ -123,9 +131,11 @@ func newStarter(p *stage.Proc, plan *plan.Plan, terminal bool) *starter {
 				p.Logf("--allow-new-privs without CAP_SYS_ADMIN: the kernel takes no seccomp filter, so the runner may use TIOCSTI")
 			}
 			hold := !privileges.AllowNewPrivs && !restriction.traced
-			s.done <- forkHeld(path, args, dir, env, sys, cg, hold, sigs.Wait)
+			r := forkHeld(path, args, dir, env, sys, cg, hold, sigs.Wait)
+			r.listener = restriction.listener
+			s.done <- r
 		} else {
-			s.done <- starterResult{}
+			s.done <- starterResult{listener: restriction.listener}
 		}
 		select {}
 	}()

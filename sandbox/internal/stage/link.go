@@ -328,13 +328,14 @@ func (l *Link) AwaitReply(s Step) (ready bool, err error) {
 }
 
 // AwaitReplyWith is AwaitReply where the stage may first send messages
-// that are not its answer (the init's NetListeners): each goes to interim,
-// whose error ends the wait.
+// that are not its answer (the step's interim kinds: the init's
+// NetListeners, the exec stage's Listener): each goes to interim, whose
+// error ends the wait.
 func (l *Link) AwaitReplyWith(s Step, interim func(Kind, any) error) (ready bool, err error) {
 	k, payload, err := l.Receive(s)
-	for err == nil && k == MsgNetListeners {
+	for err == nil && slices.Contains(steps[s].interim, k) {
 		if interim == nil {
-			return false, &setuperr.SetupError{Step: "stage protocol: " + s.String(), Err: &ProtocolError{Kind: k, Want: steps[s].Accept[:2]}}
+			return false, &setuperr.SetupError{Step: "stage protocol: " + s.String(), Err: &ProtocolError{Kind: k, Want: answers(s)}}
 		}
 		if err = interim(k, payload); err != nil {
 			return false, err
@@ -426,4 +427,10 @@ func (l *Link) Fail(err error) {
 		return
 	}
 	_ = l.Send(l.failed, FailureOf(err))
+}
+
+// answers are the kinds that end a wait at s: what it accepts but for
+// its interim kinds.
+func answers(s Step) []Kind {
+	return slices.DeleteFunc(slices.Clone(steps[s].Accept), func(k Kind) bool { return slices.Contains(steps[s].interim, k) })
 }

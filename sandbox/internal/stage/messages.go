@@ -34,6 +34,8 @@ const (
 	MsgNetListeners                  // init → host, before MsgInitReady: NetListeners, with their sockets
 	MsgPublishDial                   // host → init, after MsgInitReady: PublishDial
 	MsgPublishConn                   // init → host, after MsgInitReady: PublishConn, with the socket when it connected
+	MsgExecListener                  // exec stage → engine, before its execve: Listener, the runner's seccomp listener
+	MsgRefused                       // init → host, after MsgInitReady: Refused, a socket call the engine's checker refused
 )
 
 // Role is a process role, as a message names its sender and receiver.
@@ -78,6 +80,8 @@ var table = [...]Message{
 	{MsgNetListeners, "NetListeners", RoleInit, RoleHost, func() any { return new(NetListeners) }},
 	{MsgPublishDial, "PublishDial", RoleHost, RoleInit, func() any { return new(PublishDial) }},
 	{MsgPublishConn, "PublishConn", RoleInit, RoleHost, func() any { return new(PublishConn) }},
+	{MsgExecListener, "ExecListener", RoleExecStage, RoleEngine, func() any { return new(Listener) }},
+	{MsgRefused, "Refused", RoleInit, RoleHost, func() any { return new(Refused) }},
 }
 
 // Lookup returns the row of kind k.
@@ -118,17 +122,20 @@ type stepInfo struct {
 	Accept []Kind
 	// For a stage's start step: the kinds the stage answers with.
 	ready, failed Kind
+	// For a wait for a stage's answer: the kinds that may come before it,
+	// each handed to AwaitReplyWith's interim.
+	interim []Kind
 }
 
 var steps = [...]stepInfo{
-	StepInitStart:    {RoleInit, "the init's start message", []Kind{MsgInitStart}, MsgInitReady, MsgInitFailed},
-	StepInitReply:    {RoleHost, "the init's reply", []Kind{MsgInitReady, MsgInitFailed, MsgNetListeners}, 0, 0},
-	StepInitReports:  {RoleHost, "the init's reports", []Kind{MsgRunnerStopped, MsgPublishConn}, 0, 0},
-	StepExecStart:    {RoleExecStage, "the exec stage's start message", []Kind{MsgExecStart}, 0, MsgExecFailed},
-	StepExecReply:    {RoleEngine, "the exec stage's reply", []Kind{MsgExecFailed}, 0, 0},
-	StepProbeStart:   {RoleProbeChild, "the probe child's start message", []Kind{MsgProbeStart}, MsgProbeReady, MsgProbeFailed},
-	StepProbeReply:   {RoleProbe, "the probe child's reply", []Kind{MsgProbeReady, MsgProbeFailed}, 0, 0},
-	StepInitRequests: {RoleInit, "the host side's requests", []Kind{MsgPublishDial}, 0, 0},
+	StepInitStart:    {RoleInit, "the init's start message", []Kind{MsgInitStart}, MsgInitReady, MsgInitFailed, nil},
+	StepInitReply:    {RoleHost, "the init's reply", []Kind{MsgInitReady, MsgInitFailed, MsgNetListeners}, 0, 0, []Kind{MsgNetListeners}},
+	StepInitReports:  {RoleHost, "the init's reports", []Kind{MsgRunnerStopped, MsgPublishConn, MsgRefused}, 0, 0, nil},
+	StepExecStart:    {RoleExecStage, "the exec stage's start message", []Kind{MsgExecStart}, 0, MsgExecFailed, nil},
+	StepExecReply:    {RoleEngine, "the exec stage's reply", []Kind{MsgExecFailed, MsgExecListener}, 0, 0, []Kind{MsgExecListener}},
+	StepProbeStart:   {RoleProbeChild, "the probe child's start message", []Kind{MsgProbeStart}, MsgProbeReady, MsgProbeFailed, nil},
+	StepProbeReply:   {RoleProbe, "the probe child's reply", []Kind{MsgProbeReady, MsgProbeFailed}, 0, 0, nil},
+	StepInitRequests: {RoleInit, "the host side's requests", []Kind{MsgPublishDial}, 0, 0, nil},
 }
 
 // Receiver is the role that reads at s.
@@ -229,3 +236,27 @@ func (c *PublishConn) SetFDs(fds []int) { c.FDs = fds }
 
 func (d *PublishDial) SetRequestID(id uint64) { d.ID = id }
 func (c *PublishConn) RequestID() uint64      { return c.ID }
+
+// Listener is the runner's seccomp listener (SECCOMP_FILTER_FLAG_NEW_LISTENER),
+// made where its filter was installed, for the engine's checker of its
+// socket calls (package sockcheck).
+type Listener struct {
+	FDs []int `wire:"-"`
+}
+
+func (l *Listener) FDCount() int     { return 1 }
+func (l *Listener) Carried() []int   { return l.FDs }
+func (l *Listener) SetFDs(fds []int) { l.FDs = fds }
+
+// Refused is a socket call of the runner's tree that the engine's checker
+// refused, for the host side to name (once per destination on stderr, and
+// in the connection log). Addr is an IP address and port for a TCP call,
+// Path a Unix socket's name.
+type Refused struct {
+	Call   string // "connect", "bind", "listen", "sendto"
+	Kind   string // "tcp", "unix", "abstract"
+	Addr   string
+	Path   string
+	Direct bool // past the proxy: a client that ignores the proxy variables
+	Reason string
+}

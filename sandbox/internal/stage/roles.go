@@ -25,10 +25,17 @@ type Cgroup interface {
 
 // Starter starts the runner for the engine: package runner's.
 type Starter interface {
-	// Start starts the runner into cg and returns its pid. Its first
-	// instruction comes after every signal is registered
-	// (reaper.Config.StartHolds).
-	Start(cg Cgroup) (int, error)
+	// Start starts the runner into cg. Its first instruction comes after
+	// every signal is registered (reaper.Config.StartHolds).
+	Start(cg Cgroup) (Started, error)
+}
+
+// Started is the runner the Starter started.
+type Started struct {
+	PID int
+	// Listener is the runner's seccomp listener, for the engine's checker
+	// of its socket calls (plan.Privileges.Notify); -1: none.
+	Listener int
 }
 
 // PrepareRunner makes the Starter of a run, as early as the engine's
@@ -50,5 +57,7 @@ type Engine interface {
 }
 
 // NewEngine makes the Engine of a run; cgroupOwner names its cgroup (0:
-// this process).
-type NewEngine func(p *Proc, plan *plan.Plan, cgroupOwner int) Engine
+// this process). refused is told each socket call the engine's checker
+// refuses: the host side names them (in pidns mode the init passes them
+// on over its link).
+type NewEngine func(p *Proc, plan *plan.Plan, cgroupOwner int, refused func(Refused)) Engine

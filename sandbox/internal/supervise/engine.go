@@ -15,6 +15,7 @@ import (
 	"github.com/corral-sh/corral/reaper"
 	"github.com/corral-sh/corral/reaper/statefile"
 	"github.com/corral-sh/corral/sandbox/internal/plan"
+	"github.com/corral-sh/corral/sandbox/internal/sockcheck"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 	"golang.org/x/sys/unix"
 )
@@ -26,6 +27,12 @@ type Engine struct {
 	owner   int // the pid the cgroup is named after; 0: this process
 	prepare stage.PrepareRunner
 	starter stage.Starter // made by Prepare
+	refused func(stage.Refused)
+
+	// checker checks the runner's socket calls (sockcheck.go), made by
+	// Prepare when the plan asks for it; checkErr is why it could not be.
+	checker  *sockcheck.Checker
+	checkErr error
 
 	// cgroup is the run's cgroup v2, made by openCgroup; nil where none
 	// can be used. It is read only after cgroupOnce (decideCgroup,
@@ -37,9 +44,10 @@ type Engine struct {
 }
 
 // New makes the engine of a run. cgroupOwner is the pid the cgroup is
-// named after (0: this process's).
-func New(p *stage.Proc, plan *plan.Plan, cgroupOwner int, prepare stage.PrepareRunner) *Engine {
-	return &Engine{p: p, plan: plan, owner: cgroupOwner, prepare: prepare}
+// named after (0: this process's); refused is told each socket call the
+// checker refuses.
+func New(p *stage.Proc, plan *plan.Plan, cgroupOwner int, prepare stage.PrepareRunner, refused func(stage.Refused)) *Engine {
+	return &Engine{p: p, plan: plan, owner: cgroupOwner, prepare: prepare, refused: refused}
 }
 
 // Prepare makes the runner's Starter and then the run's cgroup: the
@@ -48,6 +56,9 @@ func New(p *stage.Proc, plan *plan.Plan, cgroupOwner int, prepare stage.PrepareR
 func (e *Engine) Prepare(terminal bool) {
 	if e.starter == nil {
 		e.starter = e.prepare(e.p, e.plan, terminal)
+	}
+	if e.plan.Privileges.Notify && e.checker == nil && e.checkErr == nil {
+		e.checker, e.checkErr = openChecker(e.plan, e.refused) // sockcheck.go
 	}
 	e.decideCgroup()
 }
@@ -71,6 +82,9 @@ func (e *Engine) Run(jobs reaper.JobControl, ownsNamespace bool) (int, error) {
 	defer e.removeCgroup() // whatever ends the run: setup failure, cancel, teardown
 	if err := guardFromRunner(); err != nil {
 		return exitstatus.Setup, err
+	}
+	if e.checkErr != nil {
+		return exitstatus.Setup, e.checkErr
 	}
 	var state *statefile.Writer
 	if e.plan.StatePath != "" {
@@ -106,9 +120,10 @@ func (e *Engine) Run(jobs reaper.JobControl, ownsNamespace bool) (int, error) {
 // start.
 func (e *Engine) start() (int, error) {
 	e.sayCgroup() // cgroup.go
-	pid, err := e.starter.Start(e)
+	started, err := e.starter.Start(e)
+	e.serveChecker(started.Listener) // sockcheck.go
 	_ = unix.Chdir("/")
-	return pid, err
+	return started.PID, err
 }
 
 // guardFromRunner makes this process non-dumpable before the runner

@@ -1,0 +1,71 @@
+package supervise
+
+import (
+	"net/netip"
+
+	"github.com/corral-sh/corral/internal/seccomp"
+	"github.com/corral-sh/corral/internal/setuperr"
+	"github.com/corral-sh/corral/sandbox/internal/plan"
+	"github.com/corral-sh/corral/sandbox/internal/sockcheck"
+	"github.com/corral-sh/corral/sandbox/internal/stage"
+	"golang.org/x/sys/unix"
+)
+
+// The engine's checker of the runner's socket calls (plan.Privileges.
+// Notify): made before the runner exists, so that its threads do too
+// (DESIGN.md, Trap 14), and handed the runner's seccomp listener once the
+// runner has started. Until it has it, the runner's checked calls wait.
+
+// openChecker makes the run's checker, failing closed: where the kernel or
+// an outer seccomp profile lacks what it needs, the run stops with 125
+// naming it, and the runner never starts with a policy it cannot have.
+func openChecker(run *plan.Plan, refused func(stage.Refused)) (*sockcheck.Checker, error) {
+	if missing := seccomp.ProbeNotify().NotifyMissing(); missing != "" {
+		return nil, &setuperr.SetupError{Step: "check the runner's socket calls", Err: setuperr.Plain("not available here: " + missing),
+			Hint: "the network policy, --allow-unix and --hide need them (a container's seccomp profile may refuse them); corral does not run the command with more than asked"}
+	}
+	c, err := sockcheck.New(checkPolicy(run, refused))
+	if err != nil {
+		return nil, &setuperr.SetupError{Step: "check the runner's socket calls", Err: err}
+	}
+	return c, nil
+}
+
+// checkPolicy is what the checker holds the runner's calls to, from the
+// plan of the mode that runs.
+func checkPolicy(run *plan.Plan, refused func(stage.Refused)) sockcheck.Policy {
+	pol := sockcheck.Policy{
+		Net:        run.Isolated(),
+		TCP:        run.Net.TCPChecked,
+		HostPorts:  run.Net.HostPorts,
+		Publish:    run.Net.Publish,
+		Hide:       run.Privileges.Landlock.Hide,
+		IsolateIPC: run.Privileges.Landlock.IsolateIPC,
+	}
+	if ap, err := netip.ParseAddrPort(run.Net.ProxyAddr); err == nil && run.Net.TCPChecked {
+		pol.ProxyAddr = ap
+	}
+	if refused != nil {
+		pol.Report = func(r sockcheck.Refusal) {
+			m := stage.Refused{Call: r.Call, Kind: r.Kind, Path: r.Path, Direct: r.Direct, Reason: r.Reason}
+			if r.Addr.IsValid() {
+				m.Addr = r.Addr.String()
+			}
+			refused(m)
+		}
+	}
+	return pol
+}
+
+// serveChecker hands the runner's listener to the checker; one the run
+// did not ask for is closed.
+func (e *Engine) serveChecker(listener int) {
+	if listener < 0 {
+		return
+	}
+	if e.checker == nil {
+		unix.Close(listener)
+		return
+	}
+	_ = e.checker.Serve(listener)
+}
