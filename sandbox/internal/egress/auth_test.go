@@ -240,7 +240,7 @@ func TestForwardAndDirectLogged(t *testing.T) {
 			t.Errorf("line %d: %v; want %s", i, e, want[i])
 		}
 	}
-	if got := tp.stderr.String(); got != "corral: network: denied direct connection to 192.0.2.7:443: clients must use the proxy variables\n" {
+	if got := tp.stderr.String(); got != "corral: network: denied direct connection to 192.0.2.7:443: the command has no network (--net none)\n" { // a proxy without rules: --net none
 		t.Errorf("stderr %q; want one line for the destination", got)
 	}
 }
