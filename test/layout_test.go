@@ -67,6 +67,13 @@ func role(path string) string {
 	return r
 }
 
+// shared are the packages beneath sandbox/internal that are no process
+// role of their own: the protocol (stage), the run's plan as data (plan),
+// and the parts a role runs (explain for the host side and the probe,
+// sockcheck for the engine, egress for the host side). Any role may
+// import them; they import no role.
+var shared = map[string]bool{"stage": true, "plan": true, "explain": true, "sockcheck": true, "egress": true}
+
 // violations lists the imports of pkgs that run against the layout.
 func violations(pkgs []goPackage) []string {
 	var bad []string
@@ -90,7 +97,10 @@ func violations(pkgs []goPackage) []string {
 			switch {
 			case imp == module+"/sandbox":
 				bad = append(bad, p.ImportPath+" imports "+imp+": a role does not import the host side above it")
-			case to != "" && to != from && to != "stage":
+			case to == "" || to == from || (shared[to] && !shared[from]):
+			case shared[from] && !shared[to]:
+				bad = append(bad, p.ImportPath+" imports "+imp+": a shared package beneath sandbox/internal imports no role")
+			case !shared[to]:
 				bad = append(bad, p.ImportPath+" imports "+imp+": one role reaches another only through sandbox/internal/stage")
 			}
 		}
@@ -119,6 +129,7 @@ func TestImportDirection(t *testing.T) {
 		{ImportPath: module + "/internal/proc", Deps: []string{module + "/reaper"}},
 		{ImportPath: module + "/sandbox/internal/runner", Imports: []string{module + "/sandbox/internal/supervise"}},
 		{ImportPath: module + "/sandbox/internal/pidinit", Imports: []string{module + "/sandbox"}},
+		{ImportPath: module + "/sandbox/internal/plan", Imports: []string{module + "/sandbox/internal/runner"}},
 	} {
 		if len(violations([]goPackage{tc})) != 1 {
 			t.Errorf("%s → %v%v passes the check", tc.ImportPath, tc.Deps, tc.Imports)
@@ -173,4 +184,24 @@ func TestLinuxOnlyBuild(t *testing.T) {
 	if len(errs) != 1 || !strings.Contains(errs[0], "corral_needs_Linux") {
 		t.Errorf("want one error naming corral_needs_Linux, got:\n%s", out)
 	}
+}
+
+// The run's plan is data: parsed and checked without a system call, so
+// that anyone can follow it from flag to execve without reading the
+// kernel's side at the same time.
+func TestPlanIsData(t *testing.T) {
+	t.Parallel()
+	for _, p := range listPackages(t) {
+		if p.ImportPath != module+"/sandbox/internal/plan" {
+			continue
+		}
+		for _, imp := range p.Imports {
+			switch imp {
+			case "syscall", "golang.org/x/sys/unix", "os/exec", "os":
+				t.Errorf("sandbox/internal/plan imports %s", imp)
+			}
+		}
+		return
+	}
+	t.Fatal("go list found no sandbox/internal/plan")
 }
