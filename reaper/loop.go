@@ -15,7 +15,11 @@ func (e *engine) loop() {
 	for e.phase != phaseExited {
 		e.arm()
 		select {
-		case <-e.sig.children:
+		case <-e.watch.ready:
+			e.reap()
+			e.afterReap()
+			e.watch.reaped()
+		case <-e.sig.children: // until SIGCHLD is reset (defaultChildSignal)
 			e.reap()
 			e.afterReap()
 		case s := <-e.sig.incoming:
