@@ -107,6 +107,12 @@ type engine struct {
 	// its RLIMIT_NOFILE. Unreaped, their pids cannot be reused: they can
 	// be signalled by pid alone.
 	orphans *proc.ChildrenFile
+	// forker is the children file of the thread that started the runner,
+	// found at the first scan after the start (forkerKnown), held open;
+	// nil when that thread is the leader. pids is the scans' buffer.
+	forker      *proc.ChildrenFile
+	forkerKnown bool
+	pids        []int
 	// blindSent are the direct children the teardown signal reached
 	// while /proc could not be read, until they are reaped.
 	blindSent map[int]bool

@@ -122,6 +122,9 @@ func (e *engine) closeOrphans() {
 	if e.orphans != nil {
 		e.orphans.Close()
 	}
+	if e.forker != nil {
+		e.forker.Close()
+	}
 }
 
 // announceStarting writes the first state document. It waits for the
