@@ -123,6 +123,9 @@ type engine struct {
 	// (a TERM trap starting a helper) lost it, and the program it then
 	// exec'd never saw it.
 	signalled map[procID]string
+	// liveSeen is how many live processes the last teardown walk found
+	// (uncounted: kill(-1) signalled them), for the SIGKILL round's line.
+	liveSeen int
 	// joined counts the processes a rescan signalled during the grace,
 	// said in one line when it ends.
 	joined int
