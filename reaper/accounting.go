@@ -138,13 +138,74 @@ func (e *engine) observe() {
 	if e.cfg.State == nil {
 		return
 	}
-	kids, err := proc.ChildrenOf(e.self)
+	kids, err := e.children()
 	if err != nil && e.restoreNOFILE() {
-		kids, err = proc.ChildrenOf(e.self)
+		kids, err = e.children()
 	}
 	if err != nil {
 		e.cfg.Logf("scan children: %v", err)
 		return
 	}
 	e.acct.observe(kids)
+}
+
+// children lists the engine's direct children for the state's counts.
+// A child is listed in the children file of the thread that forked it,
+// and an orphan in the leader's, where the kernel hands it; reading every
+// thread's file (a dozen for a Go process, each an open, a read and a
+// close) made most of an idle tick's cost. In a process that exists for
+// the run, only one thread forks, the one that started the runner: the
+// engine reads the leader's file and that thread's, both held open.
+// Elsewhere (a library caller may fork from any thread) it reads them all.
+func (e *engine) children() ([]proc.Stat, error) {
+	if !e.cfg.OwnsProcess || e.orphans == nil || e.acct.runner <= 0 {
+		return proc.ChildrenOf(e.self)
+	}
+	if !e.forkerKnown {
+		e.forkerKnown = true
+		if tid, ok := proc.ForkingThread(e.self, e.acct.runner); ok && tid != e.self {
+			if f, err := proc.OpenChildrenFile(e.self, tid); err == nil {
+				e.forker = f
+			} else {
+				e.forkerKnown = false // once a descriptor can be had
+				return proc.ChildrenOf(e.self)
+			}
+		}
+	}
+	pids, err := e.orphans.AppendTo(e.pids[:0])
+	if err == nil && e.forker != nil {
+		pids, err = e.forker.AppendTo(pids)
+	}
+	if err != nil {
+		return proc.ChildrenOf(e.self)
+	}
+	e.pids = pids
+	return e.acct.known(e.self, pids)
+}
+
+// known turns the pids of the engine's children into the stat records
+// observe counts, reading the stat only of those the last scan did not
+// know: an unreaped child's pid cannot be reused, so a pid the last scan
+// saw, still listed and not reaped since, is the same process. What its
+// stat would add is whether it has become a zombie meanwhile, and the
+// watcher has the engine reap a zombie as soon as it is one (reaped then
+// takes it out of the counts). The runner's identity is its pid.
+func (a *accounting) known(self int, pids []int) ([]proc.Stat, error) {
+	out := make([]proc.Stat, 0, len(pids))
+	var fresh []int
+	for _, pid := range pids {
+		switch c, ok := a.adopted[pid]; {
+		case pid == a.runner && !a.runnerReaped:
+			out = append(out, proc.Stat{PID: pid, PPID: self, State: 'S'})
+		case ok:
+			st := proc.Stat{PID: pid, PPID: self, StartTime: c.start, State: 'S'}
+			if !c.live {
+				st.State = 'Z'
+			}
+			out = append(out, st)
+		default:
+			fresh = append(fresh, pid)
+		}
+	}
+	return proc.StatsOf(self, fresh, out)
 }

@@ -107,6 +107,12 @@ type engine struct {
 	// its RLIMIT_NOFILE. Unreaped, their pids cannot be reused: they can
 	// be signalled by pid alone.
 	orphans *proc.ChildrenFile
+	// forker is the children file of the thread that started the runner,
+	// found at the first scan after the start (forkerKnown), held open;
+	// nil when that thread is the leader. pids is the scans' buffer.
+	forker      *proc.ChildrenFile
+	forkerKnown bool
+	pids        []int
 	// blindSent are the direct children the teardown signal reached
 	// while /proc could not be read, until they are reaped.
 	blindSent map[int]bool
@@ -117,6 +123,9 @@ type engine struct {
 	// (a TERM trap starting a helper) lost it, and the program it then
 	// exec'd never saw it.
 	signalled map[procID]string
+	// liveSeen is how many live processes the last teardown walk found
+	// (uncounted: kill(-1) signalled them), for the SIGKILL round's line.
+	liveSeen int
 	// joined counts the processes a rescan signalled during the grace,
 	// said in one line when it ends.
 	joined int
@@ -136,6 +145,8 @@ type engine struct {
 	blindTerm bool
 
 	written *Document // last document on disk, to skip identical writes
+
+	watch *watcher // wakes the loop when a child is waitable (watch.go)
 
 	jobs *jobControl // terminal mode; nil otherwise
 	cut  bool        // a second cancel ended the grace early

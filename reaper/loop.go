@@ -15,7 +15,11 @@ func (e *engine) loop() {
 	for e.phase != phaseExited {
 		e.arm()
 		select {
-		case <-e.sig.children:
+		case <-e.watch.ready:
+			e.reap()
+			e.afterReap()
+			e.watch.reaped()
+		case <-e.sig.children: // until SIGCHLD is reset (defaultChildSignal)
 			e.reap()
 			e.afterReap()
 		case s := <-e.sig.incoming:
@@ -114,8 +118,13 @@ func (e *engine) afterReap() {
 			e.nextScan = soon
 		}
 	case phaseKilling:
-		// The exits just reaped handed their children to the engine.
-		e.nextScan = time.Now()
+		// The exits just reaped handed their children to the engine, and
+		// a round walks the tree: no more often than scanMin (each exit
+		// wakes the loop, and a round per wake-up would walk a tree of
+		// a thousand dying processes a thousand times).
+		if soon := e.lastScan.Add(scanMin); e.nextScan.IsZero() || soon.Before(e.nextScan) {
+			e.nextScan = soon
+		}
 	}
 }
 

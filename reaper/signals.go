@@ -126,15 +126,16 @@ func (s *Signals) background() {
 }
 
 // spareThreads is how many OS threads a corral process makes for the Go
-// runtime beyond those it needed so far. A corral process has two
+// runtime beyond those it needed so far. A corral process has three
 // goroutines that can sit in a system call (the engine's or the relay's
-// own, and the os/signal watcher's), and two Ps, so four threads without
-// a lock to a goroutine can be busy at once; three made here, with the
-// ones the start already made, cover that with room to spare (the fork
-// bomb test in test/containment_test.go crashed corral in 3 of 12 runs
-// without them). The runtime never frees an idle thread: made now, they
+// own, the os/signal watcher's, and the engine's child watcher, blocked
+// in waitid for the whole run: watch.go), and two Ps, so five threads
+// without a lock to a goroutine can be busy at once; four made here, with
+// the ones the start already made, cover that with room to spare (the
+// fork bomb test in test/containment_test.go crashed corral in 3 of 12
+// runs with none). The runtime never frees an idle thread: made now, they
 // last the process's life.
-const spareThreads = 3
+const spareThreads = 4
 
 // reserveThreads makes the Go runtime own n more OS threads than it
 // needed so far, now, while the runner cannot yet have filled a pids.max

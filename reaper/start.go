@@ -24,6 +24,7 @@ func Run(cfg Config) (Result, error) {
 		tuneRuntime()
 	}
 	e := newEngine(cfg, sig)
+	defer e.watch.end()
 	if err := e.becomeSubreaper(); err != nil {
 		return Result{ExitCode: exitstatus.Setup}, err
 	}
@@ -85,6 +86,7 @@ func newEngine(cfg Config, sig *Signals) *engine {
 	if cfg.JobControl != nil { // terminal mode (jobcontrol.go)
 		e.jobs = &jobControl{JobControl: cfg.JobControl}
 	}
+	e.watch = newWatcher(cfg.JobControl != nil)
 	e.timer = time.NewTimer(time.Hour)
 	e.timer.Stop()
 	return e
@@ -119,6 +121,9 @@ func (e *engine) settleTeardown() {
 func (e *engine) closeOrphans() {
 	if e.orphans != nil {
 		e.orphans.Close()
+	}
+	if e.forker != nil {
+		e.forker.Close()
 	}
 }
 
@@ -184,6 +189,10 @@ func (e *engine) startRunner() error {
 		fmt.Fprintf(e.cfg.Stderr, "corral: %v\n", err)
 	}
 	e.acct.runner = pid
+	e.watch.begin()
+	if e.cfg.OwnsProcess {
+		defaultChildSignal(e.sig)
+	}
 	e.cfg.Logf("runner started as pid %d", pid)
 	e.push(evStarted)
 	e.startDeadline()

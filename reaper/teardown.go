@@ -49,6 +49,19 @@ func (e *engine) termRound(now time.Time) (sent int) {
 	if e.noChildren {
 		return 0
 	}
+	if e.cfg.OwnsNamespace && e.cfg.Grace <= 0 && e.lastScan.IsZero() {
+		// Grace 0 as PID 1 of the run's namespace: no rescan follows, so
+		// nobody needs to be remembered, and kill(-1) reaches every
+		// process of the tree in one call (SIGCONT after it, so that a
+		// stopped one acts on it); the SIGKILL round comes next. Not
+		// counted: unix.Kill's reach is the namespace.
+		if err := unix.Kill(-1, sig); err == nil || errors.Is(err, unix.ESRCH) {
+			_ = unix.Kill(-1, unix.SIGCONT)
+			e.lastScan, e.liveSeen = now, uncounted
+			e.reap()
+			return uncounted
+		}
+	}
 	reached := make(map[procID]string, len(e.signalled))
 	_, err := e.walk(sig, func(st proc.Stat) bool {
 		id := procID{st.PID, st.StartTime}
@@ -61,6 +74,7 @@ func (e *engine) termRound(now time.Time) (sent int) {
 	})
 	if err == nil {
 		e.signalled = reached // forget who has gone: memory follows the live tree
+		e.liveSeen = len(reached)
 	} else {
 		for id, comm := range reached {
 			e.signalled[id] = comm
@@ -96,33 +110,45 @@ func (e *engine) sayJoined() {
 
 // killRound sends SIGKILL to whatever is left, and schedules the next
 // round: processes forked after a round escape it.
+//
+// The first round needs no walk where one step reaches the tree: as PID 1
+// of its namespace kill(-1) does (walk), and KillAll (cgroup.kill)
+// reaches what is in the runner's cgroup; the later rounds walk for what
+// it could not. The tree is not empty (reap found a child it could not
+// reap: a live one), so SIGKILL is needed: escalated. The -v line counts
+// the live processes the last teardown walk found.
 func (e *engine) killRound(now time.Time) {
 	e.reap()
 	if e.noChildren {
 		return
 	}
-	counted := 0
+	first := !e.escalated
+	oneStep := false
 	if e.cfg.KillAll != nil {
-		if !e.escalated {
-			// KillAll leaves the walk after it little or nothing alive to
-			// count, and escalated (and the -v line) must say whether
-			// SIGKILL found anyone: count first, signalling nobody.
-			counted, _ = proc.SignalTree(e.self, unix.SIGKILL, func(proc.Stat) bool { return false })
-		}
 		if err := e.cfg.KillAll(); err != nil {
 			e.cfg.Logf("kill the runner's tree in one step: %v; walking it instead", err)
+		} else {
+			oneStep = true
 		}
 	}
-	n, err := e.walk(unix.SIGKILL, nil)
-	if err != nil {
-		e.blindRound(unix.SIGKILL, err)
+	n := 0
+	if !oneStep || !first || e.cfg.OwnsNamespace {
+		var err error
+		n, err = e.walk(unix.SIGKILL, nil)
+		if err != nil {
+			e.blindRound(unix.SIGKILL, err)
+		}
 	}
-	n = max(n, counted)
-	if !e.escalated && (n > 0 || err != nil) {
+	if first {
 		e.escalated = true
 		why := "grace over"
 		if e.cut {
 			why = "second cancelling signal, grace cut short"
+		}
+		if e.liveSeen == uncounted && n == 0 {
+			n = uncounted
+		} else {
+			n = max(n, e.liveSeen, 1)
 		}
 		e.cfg.Logf("%s: SIGKILL to %s", why, processes(n))
 	}
@@ -139,23 +165,22 @@ func (e *engine) killRound(now time.Time) {
 // nothing forked in the namespace slips past it, and it needs no
 // descriptor, whatever limit the runner set; the walk before it only
 // counts, for escalated.
+//
+// kill(-1) needs no walk: none is made (the count is 0).
 func (e *engine) walk(sig syscall.Signal, want func(proc.Stat) bool) (int, error) {
-	killAll := e.cfg.OwnsNamespace && sig == unix.SIGKILL
-	visit := func(st proc.Stat) bool {
-		return !killAll && (want == nil || want(st))
+	if e.cfg.OwnsNamespace && sig == unix.SIGKILL {
+		kerr := unix.Kill(-1, sig)
+		if kerr == nil || errors.Is(kerr, unix.ESRCH) {
+			e.blind = false
+			return 0, nil
+		}
+		e.cfg.Logf("kill(-1, %s): %v; signalling one by one", unix.SignalName(sig), kerr)
 	}
-	n, err := proc.SignalTree(e.self, sig, visit)
+	n, err := proc.SignalTree(e.self, sig, want)
 	if err != nil && e.restoreNOFILE() {
-		n, err = proc.SignalTree(e.self, sig, visit)
+		n, err = proc.SignalTree(e.self, sig, want)
 	}
 	e.blind = err != nil
-	if killAll {
-		// After the count, and whatever it found.
-		if kerr := unix.Kill(-1, sig); kerr != nil && !errors.Is(kerr, unix.ESRCH) {
-			e.cfg.Logf("kill(-1, %s): %v; signalling one by one", unix.SignalName(sig), kerr)
-			n, err = proc.SignalTree(e.self, sig, want)
-		}
-	}
 	return n, err
 }
 
@@ -219,8 +244,14 @@ func (e *engine) restoreNOFILE() bool {
 	return true
 }
 
+// uncounted stands for a count of processes that kill(-1) signalled.
+const uncounted = -1
+
 // processes is "1 process" or "N processes", for -v lines.
 func processes(n int) string {
+	if n == uncounted {
+		return "every process of the namespace"
+	}
 	if n == 1 {
 		return "1 process"
 	}

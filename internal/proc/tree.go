@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -213,23 +215,51 @@ func (scanningSource) Stat(pid int) (Stat, error) { return ReadStat(pid) }
 // ChildrenOf lists the direct children of pid in the live /proc. An error
 // means the list is not complete.
 func ChildrenOf(pid int) ([]Stat, error) {
-	src := System()
-	kids, err := src.Children(pid)
+	kids, err := System().Children(pid)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Stat, 0, len(kids))
+	return StatsOf(pid, kids, nil)
+}
+
+// StatsOf reads the stat of each of kids, listed as children of parent,
+// appended to out, and leaves out those that have gone or no longer are
+// parent's children (a pid reused since it was listed). An error means
+// the list is not complete.
+func StatsOf(parent int, kids []int, out []Stat) ([]Stat, error) {
 	for _, k := range kids {
-		st, err := src.Stat(k)
+		st, err := ReadStat(k)
 		if err != nil && Blinding(err) {
 			return out, err
 		}
-		if err != nil || st.PPID != pid {
+		if err != nil || st.PPID != parent {
 			continue
 		}
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// ForkingThread finds the thread of pid whose children file lists child:
+// the thread that forked it (a child is listed under the thread that
+// forked it until that thread exits). ok is false when no thread lists it
+// (it has gone, or its parent thread exited and it moved to another).
+func ForkingThread(pid, child int) (tid int, ok bool) {
+	tasks, err := readDirNames("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return 0, false
+	}
+	for _, name := range tasks {
+		t, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		kids, err := liveSource{}.threadChildren(pid, t)
+		if err == nil && slices.Contains(kids, child) {
+			return t, true
+		}
+	}
+	return 0, false
 }
 
 // ChildrenFile is one thread's children file, held open so that it can be
@@ -251,13 +281,20 @@ func OpenChildrenFile(pid, tid int) (*ChildrenFile, error) {
 }
 
 // Read returns the pids the file lists now, with no new descriptor.
-func (c *ChildrenFile) Read() ([]int, error) {
+func (c *ChildrenFile) Read() ([]int, error) { return c.AppendTo(nil) }
+
+// AppendTo appends the pids the file lists now to kids, with no new
+// descriptor.
+func (c *ChildrenFile) AppendTo(kids []int) ([]int, error) {
 	n := 0
 	for {
 		if n == len(c.buf) {
 			c.buf = append(c.buf, make([]byte, len(c.buf))...)
 		}
-		m, err := unix.Pread(c.fd, c.buf[n:], int64(n))
+		// A raw system call: a read of a /proc seq file does not block,
+		// and the Go runtime's entry into a system call would wake its
+		// monitor thread on every idle tick of the engine.
+		m, err := rawPread(c.fd, c.buf[n:], n)
 		if err == unix.EINTR {
 			continue
 		}
@@ -269,7 +306,6 @@ func (c *ChildrenFile) Read() ([]int, error) {
 		}
 		n += m
 	}
-	var kids []int
 	for _, f := range bytes.Fields(c.buf[:n]) {
 		if v, ok := atoi(f); ok {
 			kids = append(kids, v)
@@ -280,3 +316,16 @@ func (c *ChildrenFile) Read() ([]int, error) {
 
 // Close closes the file.
 func (c *ChildrenFile) Close() error { return unix.Close(c.fd) }
+
+// rawPread is pread(2) without the Go runtime's system call entry, on
+// 64-bit platforms (where the offset is one argument).
+func rawPread(fd int, buf []byte, off int) (int, error) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		return unix.Pread(fd, buf, int64(off))
+	}
+	r, _, errno := unix.RawSyscall6(unix.SYS_PREAD64, uintptr(fd), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(off), 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(r), nil
+}
