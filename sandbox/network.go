@@ -178,9 +178,17 @@ func (n *network) refused(r stage.Refused) {
 		n.proxy.Direct(ap, r.Reason)
 		return
 	}
-	what := r.Addr
-	if r.Kind != "tcp" {
-		what = r.Kind + " socket " + r.Path
+	what := r.Call + " " + r.Addr
+	switch r.Kind {
+	case "udp":
+		what = "a UDP socket (a DNS query, say)"
+	case "inet":
+		what = "an IP socket other than TCP"
+	case "unix", "abstract":
+		what = r.Call + " to " + r.Kind + " socket " + r.Path
+	}
+	if (r.Kind == "udp" || r.Kind == "inet") && len(n.run.Net.Allow) > 0 {
+		r.Reason += "; clients must use the proxy variables"
 	}
 	n.mu.Lock()
 	first := !n.named[what] && len(n.named) < maxNamed
@@ -189,7 +197,7 @@ func (n *network) refused(r stage.Refused) {
 	}
 	n.mu.Unlock()
 	if first {
-		n.p.Warnf("network: denied %s %s: %s", r.Call, what, r.Reason)
+		n.p.Warnf("network: denied %s: %s", what, r.Reason)
 	}
 }
 

@@ -200,6 +200,12 @@ type SocketRules struct {
 	// AllowTCP admits TCP sockets over IPv4 and IPv6 (--allow-net,
 	// --host-port, --publish); which ports they reach is Landlock's to say.
 	AllowTCP bool
+	// NotifyInet hands an AF_INET or AF_INET6 socket these rules refuse
+	// (UDP for a DNS query, raw, SCTP) to the filter's listener instead of
+	// failing it here, so that the supervisor can name what was tried
+	// before it refuses it: a client that resolves names itself learns why
+	// it fails. With RunnerRules.NotifyAddresses only.
+	NotifyInet bool
 }
 
 // RunnerFilter returns the filter corral installs on the runner's thread
@@ -439,23 +445,33 @@ func (b block) emitSockets(a *asm) {
 	typ, _ := argOffsets(b.abi, 1)
 	proto, _ := argOffsets(b.abi, 2)
 
+	// An inet socket the rules refuse: refused here, or, with
+	// NotifyInet, refused by the supervisor, which names it.
+	denyInet := deny
+	if b.sockets.NotifyInet && b.notify {
+		denyInet = a.label()
+	}
 	a.bind(sock)
 	a.stmt(opLd, domain)
 	a.jump(opJeq, unix.AF_UNIX, allow, next)
+	inet := a.label()
+	a.jump(opJeq, unix.AF_NETLINK, allow, next)
+	a.jump(opJeq, unix.AF_INET, inet, next)
+	a.jump(opJeq, unix.AF_INET6, inet, deny)
+	a.bind(inet)
 	if !b.sockets.AllowTCP {
-		a.jump(opJeq, unix.AF_NETLINK, allow, deny)
+		a.ja(denyInet)
 	} else {
-		inet := a.label()
-		a.jump(opJeq, unix.AF_NETLINK, allow, next)
-		a.jump(opJeq, unix.AF_INET, inet, next)
-		a.jump(opJeq, unix.AF_INET6, inet, deny)
-		a.bind(inet)
 		a.stmt(opLd, typ)
 		a.stmt(opAnd, ^uint32(unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC))
-		a.jump(opJeq, unix.SOCK_STREAM, next, deny)
+		a.jump(opJeq, unix.SOCK_STREAM, next, denyInet)
 		a.stmt(opLd, proto)
 		a.jump(opJeq, 0, allow, next)
-		a.jump(opJeq, unix.IPPROTO_TCP, allow, deny)
+		a.jump(opJeq, unix.IPPROTO_TCP, allow, denyInet)
+	}
+	if denyInet != deny {
+		a.bind(denyInet)
+		a.stmt(opRet, unix.SECCOMP_RET_USER_NOTIF)
 	}
 
 	a.bind(pair)

@@ -300,10 +300,13 @@ const (
 	CallBind
 	CallListen
 	CallSendto
+	// CallSocket is socket(2) of an inet family the socket rules refuse
+	// (SocketRules.NotifyInet): the supervisor names it and refuses it.
+	CallSocket
 )
 
 func (c SocketCall) String() string {
-	return [...]string{"other", "connect", "bind", "listen", "sendto"}[c]
+	return [...]string{"other", "connect", "bind", "listen", "sendto", "socket"}[c]
 }
 
 // Call tells which socket call d is, at whichever entry point of the
@@ -338,6 +341,8 @@ func (d Data) Call() SocketCall {
 			return CallListen
 		case a.sendto:
 			return CallSendto
+		case a.socket:
+			return CallSocket
 		}
 	}
 	return CallOther

@@ -60,7 +60,7 @@ func notifyReference(a abi, r RunnerRules, d seccompData) uint32 {
 	if r.DenyVsock && nr == a.socket && uint32(d.args[0]) == unix.AF_VSOCK {
 		return eacces
 	}
-	return socketReference(a, r.Sockets, d)
+	return socketReference(a, r.Sockets, r.NotifyAddresses, d)
 }
 
 func TestNotifyFilterEveryEntryPoint(t *testing.T) {
@@ -72,6 +72,9 @@ func TestNotifyFilterEveryEntryPoint(t *testing.T) {
 			{DenyVsock: true, NotifyAddresses: true},
 			{Sockets: &SocketRules{AllowTCP: true}, DenyVsock: true, NotifyAddresses: true},
 			{Sockets: &SocketRules{}, NotifyAddresses: true},
+			{Sockets: &SocketRules{NotifyInet: true}, DenyVsock: true, NotifyAddresses: true},
+			{Sockets: &SocketRules{AllowTCP: true, NotifyInet: true}, DenyVsock: true, NotifyAddresses: true},
+			{Sockets: &SocketRules{NotifyInet: true}},
 		} {
 			t.Run(fmt.Sprintf("%s %+v", goarch, r), func(t *testing.T) {
 				prog, err := runnerFilter(goarch, r)

@@ -23,7 +23,7 @@ func init() {
 }
 
 // socketReference says what SocketRules mean, without BPF.
-func socketReference(a abi, s *SocketRules, d seccompData) uint32 {
+func socketReference(a abi, s *SocketRules, notify bool, d seccompData) uint32 {
 	if s == nil || d.arch != a.audit {
 		return allow
 	}
@@ -40,6 +40,8 @@ func socketReference(a abi, s *SocketRules, d seccompData) uint32 {
 			return allow
 		case s.AllowTCP && (dom == unix.AF_INET || dom == unix.AF_INET6) && typ == unix.SOCK_STREAM && (proto == 0 || proto == unix.IPPROTO_TCP):
 			return allow
+		case s.NotifyInet && notify && (dom == unix.AF_INET || dom == unix.AF_INET6):
+			return uint32(unix.SECCOMP_RET_USER_NOTIF)
 		}
 		return eacces
 	case nr == a.socketpair:
@@ -72,7 +74,7 @@ func TestSocketFilterEveryEntryPoint(t *testing.T) {
 				checked := map[string]int{}
 				check := func(a abi, d seccompData) {
 					t.Helper()
-					want := socketReference(a, rules, d)
+					want := socketReference(a, rules, false, d)
 					if got := mustRun(t, prog, d); got != want {
 						t.Fatalf("%s nr %#x args %#x: %s, want %s", a.name, d.nr, d.args[:3], actionString(got), actionString(want))
 					}

@@ -95,7 +95,7 @@ func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
 	}
 	p.Net.TCPChecked = true
 	tcp := p.Net.Proxy() || len(p.Net.HostPorts) > 0 || len(p.Net.Publish) > 0
-	p.Privileges.Sockets = &seccomp.SocketRules{AllowTCP: tcp}
+	p.Privileges.Sockets = &seccomp.SocketRules{AllowTCP: tcp, NotifyInet: true}
 	ports := s.LandlockErr == nil && s.TCPPorts
 	if tcp && !ports {
 		why := "this kernel's Landlock has no TCP port rules (ABI 4, Linux 6.7)"

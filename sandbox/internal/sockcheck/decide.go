@@ -33,9 +33,16 @@ const maxSend = 4 << 20
 // gone means there is no one to answer.
 func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 	cl := call{n: n, kind: n.Data.Call(), tid: int(n.Pid)}
-	if cl.kind == seccomp.CallOther {
+	switch cl.kind {
+	case seccomp.CallOther:
 		// A filter this checker does not know: refuse, never run.
 		return 0, unix.ENOSYS
+	case seccomp.CallSocket:
+		// An inet socket the socket rules refuse (UDP for a DNS query,
+		// most often): named, then refused as the filter would have.
+		c.report(Refusal{Tid: cl.tid, Call: "socket", Kind: socketKind(n.Data.Args[1]), Direct: true,
+			Reason: "only TCP to the proxy leaves the sandbox: DNS and UDP are not provided inside"})
+		return 0, unix.EACCES
 	}
 	pidfd, err := seccomp.OpenPidfd(cl.tid)
 	if err != nil {
@@ -500,4 +507,13 @@ func inetSockaddr(domain int, ap netip.AddrPort, flow, scope uint32) []byte {
 	copy(b[8:24], a16[:])
 	binary.NativeEndian.PutUint32(b[24:], scope)
 	return b
+}
+
+// socketKind names the socket type asked of socket(2): "udp" for a
+// datagram socket (a DNS query), else "inet".
+func socketKind(typ uint64) string {
+	if uint32(typ)&^uint32(unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC) == unix.SOCK_DGRAM {
+		return "udp"
+	}
+	return "inet"
 }

@@ -55,9 +55,10 @@ const DefaultWorkers = 4
 // Refusal is one call the checker refused with EACCES.
 type Refusal struct {
 	Tid  int    // the calling thread, in the checker's PID namespace
-	Call string // "connect", "bind", "listen", "sendto"
-	// Kind is "tcp" (an IPv4 or IPv6 address), "unix" (a path) or
-	// "abstract" (an abstract Unix name).
+	Call string // "connect", "bind", "listen", "sendto", "socket"
+	// Kind is "tcp" (an IPv4 or IPv6 address), "unix" (a path),
+	// "abstract" (an abstract Unix name), or, for a refused socket(2),
+	// "udp" or "inet".
 	Kind string
 	Addr netip.AddrPort // for "tcp": the address asked for
 	Path string         // for "unix" and "abstract": the name as given
