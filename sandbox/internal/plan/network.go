@@ -6,7 +6,6 @@ import (
 
 	"github.com/corral-sh/corral/internal/landlock"
 	"github.com/corral-sh/corral/internal/seccomp"
-	"github.com/corral-sh/corral/internal/setuperr"
 )
 
 // The network policy as each mode enforces it (README.md, "Network
@@ -85,9 +84,10 @@ type Subreaper struct {
 }
 
 // ForSubreaper is the plan of subreaper mode, where there is no network
-// namespace: the socket filter, Landlock's TCP ports (required for
-// anything but --net none), and the proxy on the host's loopback in the
-// runner's environment. It also returns -v's account of it.
+// namespace: the socket filter, the engine's checks of every TCP connect
+// and bind by address, Landlock's TCP ports as a second layer where the
+// kernel has them, and the proxy on the host's loopback in the runner's
+// environment. It also returns -v's account of it.
 func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
 	p = p.withSocketChecks()
 	if !p.Isolated() {
@@ -96,15 +96,6 @@ func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
 	p.Net.TCPChecked = true
 	tcp := p.Net.Proxy() || len(p.Net.HostPorts) > 0 || len(p.Net.Publish) > 0
 	p.Privileges.Sockets = &seccomp.SocketRules{AllowTCP: tcp, NotifyInet: true}
-	ports := s.LandlockErr == nil && s.TCPPorts
-	if tcp && !ports {
-		why := "this kernel's Landlock has no TCP port rules (ABI 4, Linux 6.7)"
-		if s.LandlockErr != nil {
-			why = s.LandlockErr.Error()
-		}
-		return p, "", &setuperr.SetupError{Step: "network policy in subreaper mode", Err: setuperr.Plain(why),
-			Hint: "--allow-net, --host-port and --publish need a network namespace (pidns mode) or Landlock's TCP port rules; corral does not run the command with more network than asked"}
-	}
 	how := "seccomp socket filter, every TCP connect and bind checked by address"
 	var connect []uint16
 	if p.Net.Proxy() {
@@ -112,10 +103,15 @@ func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
 		connect = append(connect, s.ProxyPort)
 		how += ", egress proxy at " + s.ProxyAddr
 	}
-	if ports {
+	switch {
+	case s.LandlockErr == nil && s.TCPPorts:
 		connect = append(connect, p.Net.HostPorts...)
 		p.Privileges.Landlock.Net = &landlock.NetPolicy{ConnectTCP: connect, BindTCP: p.Net.Publish}
 		how += fmt.Sprintf(", Landlock ABI %d TCP ports (connect %v, bind %v)", s.LandlockABI, connect, p.Net.Publish)
+	case tcp:
+		// The checks alone hold TCP to its addresses; Landlock's ports
+		// would only repeat them.
+		how += "; no Landlock TCP port rules on this kernel (ABI 4, Linux 6.7), so no second layer"
 	}
 	return p, how, nil
 }
