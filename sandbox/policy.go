@@ -44,11 +44,6 @@ func startPolicy(p *stage.Proc, run *plan.Plan, parent *ParentWatch) error {
 		// Go runtime's default.
 		p.Signals().WaitUrgent()
 	}
-	// What a kept capability costs, and a uid-0 runner's way out (SPEC.md,
-	// "Privileges of the runner"): once, here on the host side.
-	for _, w := range warnings {
-		fmt.Fprintf(p.Stderr, "corral: %s\n", w)
-	}
 	if pol := run.Privileges.Landlock; pol.Active() {
 		rep, err := landlock.Preview(pol)
 		if err != nil {
@@ -58,6 +53,12 @@ func startPolicy(p *stage.Proc, run *plan.Plan, parent *ParentWatch) error {
 		if w := rep.Warning(); w != "" {
 			fmt.Fprintf(p.Stderr, "corral: %s\n", w)
 		}
+	}
+	// What a kept capability costs, and a uid-0 runner's way out (SPEC.md,
+	// "Privileges of the runner"): once, here on the host side, when the
+	// policy's preview let the run go on.
+	for _, w := range warnings {
+		fmt.Fprintf(p.Stderr, "corral: %s\n", w)
 	}
 	if run.Timeout > 0 {
 		p.Logf("timeout: the run is cancelled as by SIGTERM %v after the runner starts, and corral then exits 124", run.Timeout)
