@@ -21,7 +21,7 @@ func Launch(o Options) (int, error) {
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
-	rules, err := o.check()
+	rules, deny, err := o.check()
 	var usage *UsageError
 	if errors.As(err, &usage) {
 		return exitstatus.Usage, err
@@ -37,7 +37,7 @@ func Launch(o Options) (int, error) {
 	if err := startPolicy(p, &run, o.Parent); err != nil {
 		return exitstatus.Setup, err
 	}
-	n, err := openNetwork(p, &run, rules)
+	n, err := openNetwork(p, &run, rules, deny)
 	if err != nil {
 		return exitstatus.Setup, err
 	}

@@ -50,7 +50,7 @@ type network struct {
 // openNetwork readies the host side of the network policy before anything
 // of the runner exists: the rules (parsed once, by Options.check), the
 // connection log.
-func openNetwork(p *stage.Proc, run *plan.Plan, rules []egress.Rule) (*network, error) {
+func openNetwork(p *stage.Proc, run *plan.Plan, rules, deny []egress.Rule) (*network, error) {
 	n := &network{p: p, run: run, named: map[string]bool{}}
 	if !run.Isolated() {
 		return n, nil
@@ -65,7 +65,7 @@ func openNetwork(p *stage.Proc, run *plan.Plan, rules []egress.Rule) (*network, 
 	}
 	// The proxy reads the hosts file and the nameservers now, before the
 	// runner exists: nothing it writes later steers an allowed name.
-	n.proxy = egress.NewProxy(egress.Config{Rules: rules, Log: n.log, Stderr: p.Stderr})
+	n.proxy = egress.NewProxy(egress.Config{Rules: rules, Deny: deny, Log: n.log, Stderr: p.Stderr})
 	return n, nil
 }
 

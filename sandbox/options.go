@@ -86,26 +86,32 @@ func WithRlimit(list []Rlimit, rl Rlimit) []Rlimit { return plan.WithRlimit(list
 
 // Check is the one validation of a request, before anything starts: a
 // *UsageError naming the option for a request that contradicts itself or
-// an --allow-net destination that does not parse, a *SetupError for
-// namespaces asked of subreaper mode. Launch makes it too.
+// an --allow-net or --deny-net destination that does not parse, a
+// *SetupError for namespaces asked of subreaper mode. Launch makes it too.
 func (o *Options) Check() error {
-	_, err := o.check()
+	_, _, err := o.check()
 	return err
 }
 
-// check is Check, and returns the allowlist it parsed: Launch parses it
-// once.
-func (o *Options) check() ([]egress.Rule, error) {
+// check is Check, and returns the allowlist and the deny rules it parsed:
+// Launch parses them once.
+func (o *Options) check() (allow, deny []egress.Rule, err error) {
 	if err := o.Plan.Check(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var rules []egress.Rule
 	for _, d := range o.Net.Allow {
 		r, err := egress.ParseRule(d)
 		if err != nil {
-			return nil, &UsageError{Flag: "--allow-net", Err: err}
+			return nil, nil, &UsageError{Flag: "--allow-net", Err: err}
 		}
-		rules = append(rules, r)
+		allow = append(allow, r)
 	}
-	return rules, nil
+	for _, d := range o.Net.Deny {
+		r, err := egress.ParseDenyRule(d)
+		if err != nil {
+			return nil, nil, &UsageError{Flag: "--deny-net", Err: err}
+		}
+		deny = append(deny, r)
+	}
+	return allow, deny, nil
 }

@@ -23,6 +23,7 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/corral-sh/corral/internal/landlock"
@@ -34,7 +35,11 @@ import (
 // startPolicy is the host side's part, before any mode starts anything.
 // parent is the watch taken at corral's start, or nil.
 func startPolicy(p *stage.Proc, run *plan.Plan, parent *ParentWatch) error {
-	if run.Privileges.Landlock.Active() || run.Timeout > 0 || run.DieWithParent {
+	warnings := run.CapWarnings()
+	if w := run.RootWarning(os.Geteuid()); w != "" {
+		warnings = append(warnings, w)
+	}
+	if run.Privileges.Landlock.Active() || run.Timeout > 0 || run.DieWithParent || len(warnings) > 0 {
 		// It may write to stderr, and send SIGTERM: neither may meet the
 		// Go runtime's default.
 		p.Signals().WaitUrgent()
@@ -48,6 +53,12 @@ func startPolicy(p *stage.Proc, run *plan.Plan, parent *ParentWatch) error {
 		if w := rep.Warning(); w != "" {
 			fmt.Fprintf(p.Stderr, "corral: %s\n", w)
 		}
+	}
+	// What a kept capability costs, and a uid-0 runner's way out (SPEC.md,
+	// "Privileges of the runner"): once, here on the host side, when the
+	// policy's preview let the run go on.
+	for _, w := range warnings {
+		fmt.Fprintf(p.Stderr, "corral: %s\n", w)
 	}
 	if run.Timeout > 0 {
 		p.Logf("timeout: the run is cancelled as by SIGTERM %v after the runner starts, and corral then exits 124", run.Timeout)

@@ -48,11 +48,30 @@ Options:
                          [CORRAL_GRACE_SECONDS, HERMES_CLI_PROCESS_GRACE_SECONDS]
   --poll SECONDS       state refresh interval, 0.01 to 5 (default 0.5)
                          [CORRAL_POLL_SECONDS, HERMES_CLI_PROCESS_POLL_SECONDS]
-  --cap-add CAP        keep capability CAP (e.g. NET_BIND_SERVICE); repeatable
+  --cap-add CAP        keep capability CAP (e.g. NET_BIND_SERVICE); repeatable.
+                         SYS_ADMIN, SYS_PTRACE, SYS_MODULE, BPF, NET_ADMIN, SYS_RAWIO
+                         and MKNOD undo the sandbox: with any sandbox or network
+                         policy option they are a usage error; alone, corral says
+                         what each costs
   --allow-new-privs    do not set no_new_privs (setuid programs work again)
   --rlimit NAME=SOFT[:HARD]
                        set a resource limit, e.g. RLIMIT_NOFILE=1024:4096; repeatable
   --config PATH        an OCI runtime-spec config.json (see 'corral spec')
+  --settings PATH      options from a JSON file: keys are the long option names
+                         ({"allow-net": ["github.com"], "timeout": 5, "read-only":
+                         true, "setenv": {"A": "1"}}; relative paths are the
+                         file's directory's, ~ is $HOME), or sandbox-runtime's
+                         ~/.srt-settings.json (network/filesystem), never weaker;
+                         the command line adds to lists, overrides the rest
+                         [CORRAL_SETTINGS]
+
+The runner's environment (after corral's own variables are removed; applied
+in this order, and the proxy variables of --allow-net come last):
+  --clearenv           start from an empty environment (not even PWD)
+  --unsetenv VAR       remove VAR; * matches any run of characters, e.g.
+                         --unsetenv 'AWS_*' (case-sensitive); repeatable
+  --setenv VAR VALUE   set VAR to VALUE (two arguments, as in bubblewrap; also
+                         --setenv=VAR=VALUE); repeatable
 
 Sandbox policy (for RUNNER and everything it starts; a kernel that cannot
 enforce what is asked is an error, {setup}, never a run without it):
@@ -66,6 +85,9 @@ enforce what is asked is an error, {setup}, never a run without it):
   --isolate-ipc        RUNNER's tree cannot signal any process outside it
                          (corral included) nor connect to an abstract Unix
                          socket outside it (Landlock ABI 6, Linux 6.12)
+  A runner of uid 0 owns root's files: give a network or IPC policy with
+  --writable or --read-only, or it can change what root runs later (corral
+  says so).
   --timeout SECONDS    after SECONDS cancel the run as by SIGTERM, then exit {timeout}
                          [CORRAL_TIMEOUT_SECONDS]
   --die-with-parent    cancel the run as by SIGTERM when corral's parent exits
@@ -80,6 +102,11 @@ Network policy (every mode; fails closed like the sandbox policy):
                          (default 80 and 443); names resolving to private or
                          loopback addresses need an IP entry; repeatable
                          [CORRAL_ALLOW_NET, comma-separated]
+  --deny-net DEST      refuse DEST even where --allow-net admits it (same
+                         syntax; without a port, every port); needs --allow-net;
+                         repeatable
+  --allow-unix PATH    the runner may connect to the Unix socket at PATH (must
+                         exist); needs --net none or --allow-net; repeatable
   --host-port PORT     the host's 127.0.0.1:PORT is reachable inside at
                          127.0.0.1:PORT (a database); repeatable
   --publish PORT       the runner's server on 127.0.0.1:PORT is reachable
@@ -108,4 +135,5 @@ Examples:
   corral --state /tmp/state.json -- /bin/sh -c 'sleep 100 & echo started'
   corral --writable "$PWD" --hide ~/.ssh --timeout 3600 -- /usr/bin/make test
   corral --allow-net api.github.com --net-log net.log -- /usr/bin/git fetch
+  corral --settings ~/.srt-settings.json --clearenv --setenv HOME "$HOME" -- /usr/bin/npm test
 `

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -25,6 +26,7 @@ type netFlags struct {
 	mode             string
 	allow, hostPorts listFlag
 	publish          listFlag
+	deny, allowUnix  listFlag
 	logPath          string
 	allowFromEnv     bool // the allowlist is CORRAL_ALLOW_NET's
 }
@@ -35,6 +37,8 @@ func registerNetFlags(fs *flag.FlagSet) *netFlags {
 	fs.Var(&f.allow, "allow-net", "")
 	fs.Var(&f.hostPorts, "host-port", "")
 	fs.Var(&f.publish, "publish", "")
+	fs.Var(&f.deny, "deny-net", "")
+	fs.Var(&f.allowUnix, "allow-unix", "")
 	fs.StringVar(&f.logPath, "net-log", "", "")
 	return f
 }
@@ -62,6 +66,15 @@ func (f *netFlags) apply(o *sandbox.Options, set map[string]bool, lookup func(st
 	o.Net.Allow = f.allow
 	if v, ok := firstEnv(envAllowNet, lookup); ok && !set["allow-net"] {
 		o.Net.Allow, f.allowFromEnv = strings.Split(v, ","), true
+	}
+	o.Net.Deny = f.deny
+	// Absolute now, as the caller meant it; what the options mean together
+	// is Check's.
+	for _, p := range absolute(f.allowUnix) {
+		if _, err := os.Stat(p); err != nil && p != "" {
+			return fmt.Errorf("--allow-unix %s: %v", bounds.Quote(p), errors.Unwrap(err))
+		}
+		o.Net.AllowUnix = append(o.Net.AllowUnix, p)
 	}
 	var err error
 	if o.Net.HostPorts, err = ports("host-port", f.hostPorts); err != nil {

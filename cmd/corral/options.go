@@ -55,18 +55,19 @@ type runFlags struct {
 	fs                           *flag.FlagSet
 	set                          map[string]bool // the flags given
 	mode, state, grace, poll     string
-	configPath                   string
+	configPath, settingsPath     string
 	capAdd, rlimits              listFlag
 	allowNewPrivs, verbose, help bool
 	policy                       *policyFlags
 	network                      *netFlags
+	env                          *envFlags
 }
 
 // parseRunWith parses a run's command line into Options, one step after
 // another; each step reads flags (and the environment through lookup) and
 // sets its part of the Options.
 func parseRunWith(args []string, lookup func(string) (string, bool), notes *[]string) (sandbox.Options, error) {
-	f, err := parseFlags(args)
+	f, err := parseFlags(args, lookup)
 	if err != nil {
 		return sandbox.Options{}, err
 	}
@@ -93,6 +94,9 @@ func parseRunWith(args []string, lookup func(string) (string, bool), notes *[]st
 	if err := f.applyCommand(&o, cfg, lookup); err != nil {
 		return o, err
 	}
+	if err := f.env.apply(&o); err != nil { // env.go
+		return o, err
+	}
 	// The one check of what the options mean together (a usage error
 	// names the flag); a *sandbox.SetupError it returns is Launch's to
 	// report, with status 125.
@@ -103,8 +107,32 @@ func parseRunWith(args []string, lookup func(string) (string, bool), notes *[]st
 	return o, nil
 }
 
-// parseFlags parses args and refuses a flag whose value would be "--".
-func parseFlags(args []string) (*runFlags, error) {
+// parseFlags parses args, after the values of a --settings file (or
+// CORRAL_SETTINGS) when there is one: the file's values come first, so
+// the command line adds to a repeatable option and overrides any other.
+func parseFlags(args []string, lookup func(string) (string, bool)) (*runFlags, error) {
+	f, err := parseCommandLine(args)
+	if err != nil {
+		return nil, err
+	}
+	path, from := f.settingsPath, "--settings "+f.settingsPath
+	if !f.set["settings"] {
+		path, _ = firstEnv(envSettings, lookup)
+		from = envSettings[0] + "=" + path
+	}
+	if path == "" {
+		return f, nil
+	}
+	pre, err := settingsArgs(f.fs, path, lookup) // settings.go
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", from, err)
+	}
+	return parseCommandLine(append(pre, args...))
+}
+
+// parseCommandLine parses args and refuses a flag whose value would be
+// "--".
+func parseCommandLine(args []string) (*runFlags, error) {
 	f := &runFlags{fs: flag.NewFlagSet("corral", flag.ContinueOnError), set: map[string]bool{}}
 	fs := f.fs
 	fs.SetOutput(io.Discard)
@@ -116,12 +144,18 @@ func parseFlags(args []string) (*runFlags, error) {
 	fs.Var(&f.rlimits, "rlimit", "")
 	fs.BoolVar(&f.allowNewPrivs, "allow-new-privs", false, "")
 	fs.StringVar(&f.configPath, "config", "", "")
+	fs.StringVar(&f.settingsPath, "settings", "", "")
 	fs.BoolVar(&f.verbose, "v", false, "")
 	fs.BoolVar(&f.verbose, "verbose", false, "")
 	fs.BoolVar(&f.help, "h", false, "")
 	fs.BoolVar(&f.help, "help", false, "")
 	f.policy = registerPolicyFlags(fs) // policy.go
 	f.network = registerNetFlags(fs)   // network.go
+	f.env = registerEnvFlags(fs)       // env.go
+	args, err := joinSetenv(fs, args)
+	if err != nil {
+		return nil, err
+	}
 	if err := fs.Parse(args); err != nil {
 		// The flag package repeats the whole of an unknown flag or a bad
 		// boolean: keep a pasted megabyte off the terminal.
@@ -137,7 +171,7 @@ func parseFlags(args []string) (*runFlags, error) {
 	// "--state -- RUNNER" hands "--" to --state as its value and the
 	// runner to nobody: say so rather than write a file named "--".
 	for _, v := range []struct{ name, value string }{
-		{"mode", f.mode}, {"state", f.state}, {"grace", f.grace}, {"poll", f.poll}, {"net", f.network.mode}, {"net-log", f.network.logPath}, {"config", f.configPath},
+		{"mode", f.mode}, {"state", f.state}, {"grace", f.grace}, {"poll", f.poll}, {"net", f.network.mode}, {"net-log", f.network.logPath}, {"config", f.configPath}, {"settings", f.settingsPath},
 	} {
 		if f.set[v.name] && v.value == "--" {
 			return nil, fmt.Errorf("--%s needs a value, but the next argument is \"--\"", v.name)
@@ -146,7 +180,8 @@ func parseFlags(args []string) (*runFlags, error) {
 	for _, v := range []struct {
 		name   string
 		values listFlag
-	}{{"cap-add", f.capAdd}, {"rlimit", f.rlimits}, {"allow-net", f.network.allow}, {"host-port", f.network.hostPorts}, {"publish", f.network.publish}} {
+	}{{"cap-add", f.capAdd}, {"rlimit", f.rlimits}, {"allow-net", f.network.allow}, {"host-port", f.network.hostPorts}, {"publish", f.network.publish},
+		{"deny-net", f.network.deny}, {"allow-unix", f.network.allowUnix}, {"unsetenv", f.env.unset}} {
 		if slices.Contains(v.values, "--") {
 			return nil, fmt.Errorf("--%s needs a value, but the next argument is \"--\"", v.name)
 		}
@@ -300,7 +335,7 @@ func firstEnv(names []string, lookup func(string) (string, bool)) (string, bool)
 // runnerEnv is the caller's environment without corral's own settings.
 func runnerEnv(environ []string) []string {
 	own := map[string]bool{}
-	for _, names := range [][]string{envMode, envState, envGrace, envPoll, envVerbose, envTimeout, envNet, envAllowNet, envNetLog} {
+	for _, names := range [][]string{envMode, envState, envGrace, envPoll, envVerbose, envTimeout, envNet, envAllowNet, envNetLog, envSettings} {
 		for _, n := range names {
 			own[n] = true
 		}

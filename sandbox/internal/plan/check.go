@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/corral-sh/corral/internal/bounds"
 	"github.com/corral-sh/corral/internal/setuperr"
@@ -46,6 +47,9 @@ func (p *Plan) Check() error {
 	if err := p.Net.check(p.Isolated()); err != nil {
 		return err
 	}
+	if err := p.checkCaps(); err != nil {
+		return err
+	}
 	if p.Mode == ModeSubreaper && p.Namespaces.Any() {
 		return &setuperr.SetupError{Step: "subreaper mode", Err: errors.New("namespaces were requested (--config linux.namespaces or hostname)"),
 			Hint: "only pidns mode can create them: use --mode pidns or --mode auto"}
@@ -62,8 +66,17 @@ func (n *Network) check(isolated bool) error {
 		return usage("--publish", "--publish needs --net none or --allow-net: with the host's network the runner's server is reachable already")
 	case n.LogPath != "" && !n.Proxy():
 		return usage("--net-log", "--net-log logs the connections of the egress proxy: give --allow-net too")
+	case len(n.Deny) > 0 && !n.Proxy():
+		return usage("--deny-net", "--deny-net narrows --allow-net: give --allow-net too (with the host's network nothing is filtered, with --net none nothing is reachable)")
+	case len(n.AllowUnix) > 0 && !isolated:
+		return usage("--allow-unix", "--allow-unix needs --net none or --allow-net: with the host's network every Unix socket is reachable already")
 	case n.ProxyAddr != "":
 		return usage("Network.ProxyAddr", "Network.ProxyAddr is corral's to set")
+	}
+	for _, path := range n.AllowUnix {
+		if !strings.HasPrefix(path, "/") {
+			return usage("--allow-unix", fmt.Sprintf("--allow-unix %s: want an absolute path", bounds.Quote(path)))
+		}
 	}
 	for _, list := range []struct {
 		flag  string
@@ -81,4 +94,69 @@ func (n *Network) check(isolated bool) error {
 		}
 	}
 	return nil
+}
+
+// policyOption names the first sandbox or network policy option the plan
+// holds, as the command line spells it; "": none.
+func (p *Plan) policyOption() string {
+	ll := p.Privileges.Landlock
+	for _, o := range []struct {
+		flag string
+		on   bool
+	}{
+		{"--net none", p.Namespaces.Net}, {"--allow-net", len(p.Net.Allow) > 0}, {"--deny-net", len(p.Net.Deny) > 0},
+		{"--allow-unix", len(p.Net.AllowUnix) > 0}, {"--host-port", len(p.Net.HostPorts) > 0}, {"--publish", len(p.Net.Publish) > 0},
+		{"--writable", len(ll.Writable) > 0}, {"--read-only", ll.ReadOnly}, {"--hide", len(ll.Hide) > 0}, {"--isolate-ipc", ll.IsolateIPC},
+	} {
+		if o.on {
+			return o.flag
+		}
+	}
+	return ""
+}
+
+// checkCaps refuses a capability that undoes the sandbox together with a
+// policy it would undo (SPEC.md, "Privileges of the runner").
+func (p *Plan) checkCaps() error {
+	option := p.policyOption()
+	if option == "" {
+		return nil
+	}
+	for _, c := range p.Privileges.Keep {
+		if cost := CapCost(c); cost != "" {
+			return usage("--cap-add", fmt.Sprintf("--cap-add %s cannot go with %s: %s; drop one of them", CapName(c), option, cost))
+		}
+	}
+	return nil
+}
+
+// CapWarnings are the lines corral says once on stderr at launch for each
+// capability kept that undoes the sandbox (allowed only without a policy
+// option, which Check refuses otherwise).
+func (p *Plan) CapWarnings() []string {
+	var out []string
+	for _, c := range p.Privileges.Keep {
+		if cost := CapCost(c); cost != "" {
+			out = append(out, fmt.Sprintf("--cap-add %s: %s", CapName(c), cost))
+		}
+	}
+	return out
+}
+
+// RootNote is what corral says of a uid-0 runner (SPEC.md, "Privileges of
+// the runner"): at launch when a network or IPC policy has no filesystem
+// rule, and in corral probe.
+const RootNote = "the runner runs as uid 0 and owns root's files: without --writable or --read-only it can change what root runs later (cron, systemd units, /etc) and through that leave the network and IPC policy; give --writable or --read-only"
+
+// RootWarning is RootNote when the plan asks a network or IPC policy
+// without a filesystem rule for a runner of uid (corral's runner keeps
+// the caller's uid, in a user namespace too, which maps it to itself);
+// "" otherwise.
+func (p *Plan) RootWarning(uid int) string {
+	ll := p.Privileges.Landlock
+	asked := p.Isolated() || len(p.Net.AllowUnix) > 0 || ll.IsolateIPC
+	if uid != 0 || !asked || len(ll.Writable) > 0 || ll.ReadOnly {
+		return ""
+	}
+	return RootNote
 }

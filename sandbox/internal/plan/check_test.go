@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corral-sh/corral/internal/landlock"
 	"github.com/corral-sh/corral/internal/setuperr"
 )
 
@@ -30,6 +31,18 @@ func TestCheck(t *testing.T) {
 		{"port twice", Plan{Namespaces: none, Net: Network{HostPorts: []uint16{7, 7}}}, "--host-port", "given twice"},
 		{"namespaces in subreaper mode", Plan{Mode: ModeSubreaper, Namespaces: Namespaces{UTS: true}}, "125", "namespaces were requested"},
 		{"--net none in subreaper mode", Plan{Mode: ModeSubreaper, Namespaces: none}, "", ""},
+		{"deny without an allowlist", Plan{Namespaces: none, Net: Network{Deny: []string{"x.test"}}}, "--deny-net", "give --allow-net too"},
+		{"deny with an allowlist", Plan{Net: Network{Allow: []string{"*.test"}, Deny: []string{"x.test"}}}, "", ""},
+		{"allow-unix on the host network", Plan{Net: Network{AllowUnix: []string{"/run/s"}}}, "--allow-unix", "needs --net none or --allow-net"},
+		{"allow-unix relative", Plan{Namespaces: none, Net: Network{AllowUnix: []string{"s"}}}, "--allow-unix", "absolute"},
+		{"allow-unix with --net none", Plan{Namespaces: none, Net: Network{AllowUnix: []string{"/run/s"}}}, "", ""},
+		{"ptrace alone", Plan{Privileges: Privileges{Keep: []int{19}}}, "", ""},
+		{"ptrace with --net none", Plan{Namespaces: none, Privileges: Privileges{Keep: []int{19}}}, "--cap-add", "CAP_SYS_PTRACE cannot go with --net none: the runner could trace corral's"},
+		{"sys_admin with --writable", Plan{Privileges: Privileges{Keep: []int{21}, Landlock: landlock.Policy{Writable: []string{"/tmp"}}}}, "--cap-add", "CAP_SYS_ADMIN cannot go with --writable"},
+		{"mknod with --read-only", Plan{Privileges: Privileges{Keep: []int{27}, Landlock: landlock.Policy{ReadOnly: true}}}, "--cap-add", "CAP_MKNOD cannot go with --read-only"},
+		{"bpf with --allow-net", Plan{Net: Network{Allow: []string{"x.test"}}, Privileges: Privileges{Keep: []int{39}}}, "--cap-add", "CAP_BPF cannot go with --allow-net"},
+		{"net_admin with --isolate-ipc", Plan{Privileges: Privileges{Keep: []int{12}, Landlock: landlock.Policy{IsolateIPC: true}}}, "--cap-add", "CAP_NET_ADMIN cannot go with --isolate-ipc"},
+		{"harmless cap with a policy", Plan{Namespaces: none, Privileges: Privileges{Keep: []int{10}}}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.plan.Check()
@@ -84,5 +97,49 @@ func TestNetworkPlanPerMode(t *testing.T) {
 	}
 	if p, _, err := (Plan{Namespaces: Namespaces{Net: true}}).ForSubreaper(Subreaper{LandlockABI: 3}); err != nil || p.Privileges.Sockets == nil || p.Privileges.Sockets.AllowTCP {
 		t.Errorf("--net none without Landlock's ports: %+v, %v; want the socket filter alone", p.Privileges.Sockets, err)
+	}
+}
+
+// Each capability that undoes the sandbox has its cost said; the
+// numbers are capabilities(7)'s.
+func TestCapCosts(t *testing.T) {
+	for _, c := range []int{21, 19, 16, 39, 12, 17, 27} { // SYS_ADMIN, SYS_PTRACE, SYS_MODULE, BPF, NET_ADMIN, SYS_RAWIO, MKNOD
+		if CapCost(c) == "" {
+			t.Errorf("%s has no cost", CapName(c))
+		}
+	}
+	if CapCost(10) != "" { // NET_BIND_SERVICE
+		t.Error("CAP_NET_BIND_SERVICE has a cost")
+	}
+	p := Plan{Privileges: Privileges{Keep: []int{10, 19}}}
+	if w := p.CapWarnings(); len(w) != 1 || !strings.Contains(w[0], "CAP_SYS_PTRACE") || !strings.Contains(w[0], "containment no longer holds") {
+		t.Errorf("warnings %q", w)
+	}
+}
+
+// The uid-0 warning: a network or IPC policy without a filesystem rule.
+func TestRootWarning(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		plan Plan
+		uid  int
+		want bool
+	}{
+		{"net none as root", Plan{Namespaces: Namespaces{Net: true}}, 0, true},
+		{"allowlist as root", Plan{Net: Network{Allow: []string{"x.test"}}}, 0, true},
+		{"isolate-ipc as root", Plan{Privileges: Privileges{Landlock: landlock.Policy{IsolateIPC: true}}}, 0, true},
+		{"net none as another uid", Plan{Namespaces: Namespaces{Net: true}}, 1000, false},
+		{"net none with --writable", Plan{Namespaces: Namespaces{Net: true}, Privileges: Privileges{Landlock: landlock.Policy{Writable: []string{"/tmp"}}}}, 0, false},
+		{"net none with --read-only", Plan{Namespaces: Namespaces{Net: true}, Privileges: Privileges{Landlock: landlock.Policy{ReadOnly: true}}}, 0, false},
+		{"no policy as root", Plan{}, 0, false},
+		{"hide alone as root", Plan{Privileges: Privileges{Landlock: landlock.Policy{Hide: []string{"/x"}}}}, 0, false},
+	} {
+		w := tc.plan.RootWarning(tc.uid)
+		if (w != "") != tc.want {
+			t.Errorf("%s: %q, want a warning: %v", tc.name, w, tc.want)
+		}
+		if w != "" && (!strings.Contains(w, "--writable") || !strings.Contains(w, "--read-only")) {
+			t.Errorf("%s: %q does not name --writable and --read-only", tc.name, w)
+		}
 	}
 }

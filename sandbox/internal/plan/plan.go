@@ -75,6 +75,12 @@ type Network struct {
 	// on the host side parses them again (package egress), so that what
 	// crosses to the init stays plain data.
 	Allow []string
+	// Deny are the --deny-net destinations as given (egress.ParseDenyRule):
+	// a match is refused even where Allow admits it.
+	Deny []string
+	// AllowUnix are the path-bound Unix sockets the runner may connect to
+	// under --net none or --allow-net (--allow-unix), absolute.
+	AllowUnix []string
 	// HostPorts are TCP services on the host's loopback the runner reaches
 	// at 127.0.0.1:PORT (--host-port).
 	HostPorts []uint16

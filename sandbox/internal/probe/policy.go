@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/corral-sh/corral/internal/landlock"
+	"github.com/corral-sh/corral/sandbox/internal/plan"
 )
 
 // probePolicy is `corral probe`'s answer for the sandbox policy: what this
@@ -56,5 +57,10 @@ func probePolicy() []Check {
 	}
 	checks = append(checks, ipc,
 		Check{Name: "--timeout", Available: true, Detail: "a timer in the engine; needs nothing from the kernel"})
+	if os.Geteuid() == 0 {
+		// A uid-0 runner owns root's files (SPEC.md, "Privileges of the
+		// runner"): said where every policy option is.
+		checks = append(checks, Check{Name: "uid-0 runner", Available: true, Detail: plan.RootNote})
+	}
 	return checks
 }
