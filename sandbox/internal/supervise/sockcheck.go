@@ -39,6 +39,7 @@ func checkPolicy(run *plan.Plan, refused func(stage.Refused)) sockcheck.Policy {
 		TCP:        run.Net.TCPChecked,
 		HostPorts:  run.Net.HostPorts,
 		Publish:    run.Net.Publish,
+		AllowUnix:  run.Net.AllowUnix,
 		Hide:       run.Privileges.Landlock.Hide,
 		IsolateIPC: run.Privileges.Landlock.IsolateIPC,
 	}
