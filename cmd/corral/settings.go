@@ -184,7 +184,34 @@ func resolvePath(p, dir, home string) string {
 // empty allowWrite --read-only. Its paths resolve as srt documents them:
 // ~ is $HOME, a relative path is against the current directory.
 func srtArgs(doc map[string]json.RawMessage, home string) ([]string, error) {
-	sections := map[string]map[string]json.RawMessage{}
+	s, err := readSRT(doc, home)
+	if err != nil {
+		return nil, err
+	}
+	args, err := s.networkArgs()
+	if err != nil {
+		return nil, err
+	}
+	fs, err := s.filesystemArgs()
+	return append(args, fs...), err
+}
+
+// srtSettings are sandbox-runtime's two sections, checked for keys corral
+// cannot honour as strictly as srt means them.
+type srtSettings struct {
+	sections map[string]map[string]json.RawMessage
+	home     string
+}
+
+// srtLoosening are the keys that only ever loosen srt's sandbox: false
+// (their default) is honoured, true is not.
+var srtLoosening = map[string]bool{
+	"enableWeakerNestedSandbox": true, "enableWeakerNetworkIsolation": true, "allowAppleEvents": true,
+	"network.allowAllUnixSockets": true, "network.allowLocalBinding": true,
+}
+
+func readSRT(doc map[string]json.RawMessage, home string) (*srtSettings, error) {
+	s := &srtSettings{sections: map[string]map[string]json.RawMessage{}, home: home}
 	for _, name := range []string{"network", "filesystem"} {
 		raw, ok := doc[name]
 		if !ok {
@@ -194,89 +221,97 @@ func srtArgs(doc map[string]json.RawMessage, home string) ([]string, error) {
 		if err := json.Unmarshal(raw, &sec); err != nil || sec == nil {
 			return nil, fmt.Errorf("key %q: want an object", name)
 		}
-		sections[name] = sec
-	}
-	// Keys that only ever loosen srt's sandbox: false (their default) is
-	// honoured, true is not.
-	loosening := map[string]bool{
-		"enableWeakerNestedSandbox": true, "enableWeakerNetworkIsolation": true, "allowAppleEvents": true,
-		"network.allowAllUnixSockets": true, "network.allowLocalBinding": true,
-	}
-	check := func(key string, raw json.RawMessage) error {
-		var on bool
-		if err := json.Unmarshal(raw, &on); err != nil {
-			return fmt.Errorf("key %q: want true or false", key)
-		}
-		if on {
-			return fmt.Errorf("key %q: corral cannot honour it as strictly as sandbox-runtime means it (it loosens the sandbox): remove it or set it to false", key)
-		}
-		return nil
+		s.sections[name] = sec
 	}
 	for key, raw := range doc {
 		switch {
 		case key == "network" || key == "filesystem":
 		case key == "ignoreViolations": // which violations srt reports; corral reports none of them
-		case loosening[key]:
-			if err := check(key, raw); err != nil {
+		case srtLoosening[key]:
+			if err := srtOff(key, raw); err != nil {
 				return nil, err
 			}
 		default:
-			return nil, fmt.Errorf("key %s: corral cannot honour it as strictly as sandbox-runtime means it", bounds.Quote(key))
+			return nil, srtUnsupported(key)
 		}
 	}
-	list := func(sec, key string) ([]string, error) {
-		raw, ok := sections[sec][key]
-		if !ok {
-			return nil, nil
-		}
-		var l []string
-		if err := json.Unmarshal(raw, &l); err != nil {
-			return nil, fmt.Errorf("key %q: want a list of strings", sec+"."+key)
-		}
-		return l, nil
+	return s, nil
+}
+
+// srtOff accepts a loosening key only when it is false.
+func srtOff(key string, raw json.RawMessage) error {
+	var on bool
+	if err := json.Unmarshal(raw, &on); err != nil {
+		return fmt.Errorf("key %q: want true or false", key)
 	}
-	paths := func(sec, key string) ([]string, error) {
-		l, err := list(sec, key)
-		for i, p := range l {
-			if strings.ContainsAny(p, "*?[") {
-				return nil, fmt.Errorf("key %q: %s is a glob pattern; corral takes literal paths only", sec+"."+key, bounds.Quote(p))
-			}
-			if p == "" {
-				return nil, fmt.Errorf("key %q: an empty path", sec+"."+key)
-			}
-			if p == "~" || strings.HasPrefix(p, "~/") {
-				if home == "" {
-					return nil, fmt.Errorf("key %q: %s: HOME is not set", sec+"."+key, bounds.Quote(p))
-				}
-				l[i] = filepath.Join(home, p[1:])
-			}
-		}
-		return l, err
+	if on {
+		return fmt.Errorf("key %q: corral cannot honour it as strictly as sandbox-runtime means it (it loosens the sandbox): remove it or set it to false", key)
 	}
-	var args []string
-	for key, raw := range sections["network"] {
+	return nil
+}
+
+func srtUnsupported(key string) error {
+	return fmt.Errorf("key %s: corral cannot honour it as strictly as sandbox-runtime means it", bounds.Quote(key))
+}
+
+func (s *srtSettings) list(sec, key string) ([]string, error) {
+	raw, ok := s.sections[sec][key]
+	if !ok {
+		return nil, nil
+	}
+	var l []string
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return nil, fmt.Errorf("key %q: want a list of strings", sec+"."+key)
+	}
+	return l, nil
+}
+
+// paths is a list of literal paths, ~ made $HOME.
+func (s *srtSettings) paths(sec, key string) ([]string, error) {
+	l, err := s.list(sec, key)
+	for i, p := range l {
+		if strings.ContainsAny(p, "*?[") {
+			return nil, fmt.Errorf("key %q: %s is a glob pattern; corral takes literal paths only", sec+"."+key, bounds.Quote(p))
+		}
+		if p == "" {
+			return nil, fmt.Errorf("key %q: an empty path", sec+"."+key)
+		}
+		if p == "~" || strings.HasPrefix(p, "~/") {
+			if s.home == "" {
+				return nil, fmt.Errorf("key %q: %s: HOME is not set", sec+"."+key, bounds.Quote(p))
+			}
+			l[i] = filepath.Join(s.home, p[1:])
+		}
+	}
+	return l, err
+}
+
+// networkArgs: allowedDomains, deniedDomains, allowUnixSockets.
+func (s *srtSettings) networkArgs() ([]string, error) {
+	for key, raw := range s.sections["network"] {
 		switch key {
 		case "allowedDomains", "deniedDomains", "allowUnixSockets":
 		case "allowAllUnixSockets", "allowLocalBinding":
-			if err := check("network."+key, raw); err != nil {
+			if err := srtOff("network."+key, raw); err != nil {
 				return nil, err
 			}
 		default:
-			return nil, fmt.Errorf("key %s: corral cannot honour it as strictly as sandbox-runtime means it", bounds.Quote("network."+key))
+			return nil, srtUnsupported("network." + key)
 		}
 	}
-	allowed, err := list("network", "allowedDomains")
+	allowed, err := s.list("network", "allowedDomains")
 	if err != nil {
 		return nil, err
 	}
-	denied, err := list("network", "deniedDomains")
+	denied, err := s.list("network", "deniedDomains")
 	if err != nil {
 		return nil, err
 	}
-	sockets, err := paths("network", "allowUnixSockets")
+	sockets, err := s.paths("network", "allowUnixSockets")
 	if err != nil {
 		return nil, err
 	}
+	var args []string
 	if len(allowed) == 0 {
 		args = append(args, "--net=none") // denied names change nothing then
 	}
@@ -297,36 +332,42 @@ func srtArgs(doc map[string]json.RawMessage, home string) ([]string, error) {
 			args = append(args, "--deny-net="+d)
 		}
 	}
-	for _, s := range sockets {
-		args = append(args, "--allow-unix="+s)
+	for _, sock := range sockets {
+		args = append(args, "--allow-unix="+sock)
 	}
+	return args, nil
+}
 
-	for key := range sections["filesystem"] {
+// filesystemArgs: allowWrite and denyRead; denyWrite and allowRead only
+// empty.
+func (s *srtSettings) filesystemArgs() ([]string, error) {
+	for key := range s.sections["filesystem"] {
 		switch key {
 		case "allowWrite", "denyRead", "denyWrite", "allowRead":
 		default:
-			return nil, fmt.Errorf("key %s: corral cannot honour it as strictly as sandbox-runtime means it", bounds.Quote("filesystem."+key))
+			return nil, srtUnsupported("filesystem." + key)
 		}
 	}
 	for _, key := range []string{"denyWrite", "allowRead"} {
 		// denyWrite carves a read-only hole in a writable path and
 		// allowRead a readable one in a hidden path: corral's rules have
 		// no such holes.
-		if l, err := list("filesystem", key); err != nil || len(l) > 0 {
+		if l, err := s.list("filesystem", key); err != nil || len(l) > 0 {
 			if err != nil {
 				return nil, err
 			}
 			return nil, fmt.Errorf("key \"filesystem.%s\": corral cannot honour it as strictly as sandbox-runtime means it (its rules have no exceptions within a path); leave it empty", key)
 		}
 	}
-	writable, err := paths("filesystem", "allowWrite")
+	writable, err := s.paths("filesystem", "allowWrite")
 	if err != nil {
 		return nil, err
 	}
-	hidden, err := paths("filesystem", "denyRead")
+	hidden, err := s.paths("filesystem", "denyRead")
 	if err != nil {
 		return nil, err
 	}
+	var args []string
 	if len(writable) == 0 {
 		args = append(args, "--read-only")
 	}

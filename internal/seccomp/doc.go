@@ -12,7 +12,6 @@
 //     when asked). It covers every system-call entry point of the
 //     architecture corral runs on (x86_64, its x32 numbers and the i386
 //     compat entry on amd64; AArch64 and the AArch32 compat entry on arm64).
-//     DenyTerminalInjection is RunnerFilter without socket rules.
 //   - RunnerRules.DenyVsock and NotifyAddresses: socket(AF_VSOCK) refused,
 //     and connect, bind, listen and sendto-with-an-address handed to a
 //     supervisor by user notification (SECCOMP_RET_USER_NOTIF), with the

@@ -136,12 +136,6 @@ func build(goarch string, rules []Rule) ([]unix.SockFilter, error) {
 	return assemble([]block{{abi: p.native, rules: rules}})
 }
 
-// DenyTerminalInjection returns the filter corral installs on the runner's
-// thread when the run has no network policy: RunnerFilter(RunnerRules{}).
-func DenyTerminalInjection() ([]unix.SockFilter, error) {
-	return RunnerFilter(RunnerRules{})
-}
-
 // RunnerRules is what the runner's filter enforces beyond what it always
 // does (ioctl with request TIOCSTI or TIOCLINUX fails with EPERM). One
 // filter holds all of it: the runner's thread installs it once.
@@ -220,10 +214,6 @@ type SocketRules struct {
 // unknown ones would only break the runner should a kernel grow a new one.
 func RunnerFilter(r RunnerRules) ([]unix.SockFilter, error) {
 	return runnerFilter(runtime.GOARCH, r)
-}
-
-func terminalFilter(goarch string) ([]unix.SockFilter, error) {
-	return runnerFilter(goarch, RunnerRules{})
 }
 
 func runnerFilter(goarch string, r RunnerRules) ([]unix.SockFilter, error) {

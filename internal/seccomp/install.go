@@ -3,10 +3,11 @@ package seccomp
 import (
 	"errors"
 	"fmt"
-	"github.com/corral-sh/corral/internal/proc"
 	"runtime"
 	"strconv"
 	"unsafe"
+
+	"github.com/corral-sh/corral/internal/proc"
 
 	"golang.org/x/sys/unix"
 )

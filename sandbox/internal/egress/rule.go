@@ -28,12 +28,6 @@ type Rule struct {
 	port     uint16 // 0: the default ports
 }
 
-// String returns the destination as the user wrote it.
-func (r Rule) String() string { return r.text }
-
-// IsAddress reports whether r is an IP address or CIDR rule.
-func (r Rule) IsAddress() bool { return r.prefix.IsValid() }
-
 // allowsPort reports whether r admits port.
 func (r Rule) allowsPort(port uint16) bool {
 	switch {

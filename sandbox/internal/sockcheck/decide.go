@@ -75,43 +75,8 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 		return c.listen(w, &cl, domain)
 	}
 
-	ptr, alen := n.Data.Args[1], n.Data.Args[2]
-	if cl.kind == seccomp.CallSendto {
-		ptr, alen = n.Data.Args[4], n.Data.Args[5]
-	}
-	// The kernel takes addrlen as an int and refuses more than a
-	// sockaddr_storage (move_addr_to_kernel).
-	if l := int32(alen); l < 0 || l > unix.SizeofSockaddrAny {
-		return 0, unix.EINVAL
-	}
-	cl.addr = make([]byte, int32(alen))
-	if len(cl.addr) > 0 {
-		if k, err := seccomp.ReadMemory(cl.tid, ptr, cl.addr); err != nil || k != len(cl.addr) {
-			if !c.valid(n) {
-				return 0, gone
-			}
-			return 0, unix.EFAULT
-		}
-	}
-	if cl.kind == seccomp.CallSendto {
-		size := n.Data.Args[2]
-		if size > maxSend {
-			typ, _ := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
-			if typ != unix.SOCK_STREAM {
-				return 0, unix.EMSGSIZE
-			}
-			size = maxSend
-		}
-		cl.data = make([]byte, size)
-		cl.flags = int(int32(n.Data.Args[3]))
-		if size > 0 {
-			if k, err := seccomp.ReadMemory(cl.tid, n.Data.Args[1], cl.data); err != nil || k != len(cl.data) {
-				if !c.valid(n) {
-					return 0, gone
-				}
-				return 0, unix.EFAULT
-			}
-		}
+	if e := c.copyArgs(&cl); e != 0 {
+		return 0, e
 	}
 	// What was read is what the checks see and the kernel gets: the
 	// caller's memory is not looked at again.
@@ -128,6 +93,52 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 	// here on the copy, never let run on the caller's pointer, whose
 	// family a thread could rewrite to AF_INET after a look.
 	return c.perform(&cl, cl.addr)
+}
+
+// copyArgs copies the call's address (and a sendto's data) out of the
+// caller's memory into cl, once: the checks and the call itself see the
+// copy, never the caller's memory again.
+func (c *Checker) copyArgs(cl *call) unix.Errno {
+	n := cl.n
+	ptr, alen := n.Data.Args[1], n.Data.Args[2]
+	if cl.kind == seccomp.CallSendto {
+		ptr, alen = n.Data.Args[4], n.Data.Args[5]
+	}
+	// The kernel takes addrlen as an int and refuses more than a
+	// sockaddr_storage (move_addr_to_kernel).
+	if l := int32(alen); l < 0 || l > unix.SizeofSockaddrAny {
+		return unix.EINVAL
+	}
+	cl.addr = make([]byte, int32(alen))
+	if len(cl.addr) > 0 {
+		if k, err := seccomp.ReadMemory(cl.tid, ptr, cl.addr); err != nil || k != len(cl.addr) {
+			if !c.valid(n) {
+				return gone
+			}
+			return unix.EFAULT
+		}
+	}
+	if cl.kind == seccomp.CallSendto {
+		size := n.Data.Args[2]
+		if size > maxSend {
+			typ, _ := unix.GetsockoptInt(cl.fd, unix.SOL_SOCKET, unix.SO_TYPE)
+			if typ != unix.SOCK_STREAM {
+				return unix.EMSGSIZE
+			}
+			size = maxSend
+		}
+		cl.data = make([]byte, size)
+		cl.flags = int(int32(n.Data.Args[3]))
+		if size > 0 {
+			if k, err := seccomp.ReadMemory(cl.tid, n.Data.Args[1], cl.data); err != nil || k != len(cl.data) {
+				if !c.valid(n) {
+					return gone
+				}
+				return unix.EFAULT
+			}
+		}
+	}
+	return 0
 }
 
 func errnoOf(err error) (unix.Errno, bool) {

@@ -188,12 +188,6 @@ type pendingBind struct {
 // after the answer; a connect to it before it ran finds no socket file.
 const pendingFor = 2 * time.Second
 
-func (c *Checker) recordBound(dev, ino uint64) {
-	c.mu.Lock()
-	c.boundUnix[unixKey(dev, ino)] = struct{}{}
-	c.mu.Unlock()
-}
-
 // resolvePending looks at the sockets let bind again: a bound one is
 // recorded; one still unbound after pendingFor is dropped (its bind
 // failed, or never ran).
