@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // copyBufSize is the buffer each direction of a stream borrows while it
@@ -65,18 +66,34 @@ func copyHalf(dst, src net.Conn) int64 {
 	return n
 }
 
-// copyStream copies through a pooled buffer, so memory per connection
-// stays bounded. Never through io.Copy's splice(2) path between two TCP
-// sockets: it borrows a pipe (two descriptors) per direction from a pool
-// that only the garbage collector empties, so 200 concurrent tunnels left
-// 800 descriptors open in corral afterwards, and under a 1,024-descriptor
-// RLIMIT_NOFILE the proxy would starve corral of the descriptors its
-// teardown needs.
+// copyStream copies src to dst: with splice(2) through a pipe the stream
+// owns (spliceStream) where both are stream sockets and a pipe can be
+// made, else through a pooled buffer, so memory per connection stays
+// bounded either way. Never through io.Copy's own splice(2) path between
+// two TCP sockets: it borrows a pipe (two descriptors) per direction from a
+// pool that only the garbage collector empties, so 200 concurrent tunnels
+// left 800 descriptors open in corral afterwards, and under a
+// 1,024-descriptor RLIMIT_NOFILE the proxy would starve corral of the
+// descriptors its teardown needs. spliceStream's pipes close with the
+// stream, so they are bounded by MaxConns; where one cannot be made
+// (EMFILE) that stream is copied through a buffer instead of failing.
 func copyStream(dst, src net.Conn) (int64, error) {
+	if n, err, ok := spliceStream(dst, src, copyBuffered); ok {
+		return n, err
+	}
+	return copyBuffered(dst, src)
+}
+
+// copyBuffered copies through a pooled buffer.
+func copyBuffered(dst, src net.Conn) (int64, error) {
 	buf := getBuf()
 	defer putBuf(buf)
 	return io.CopyBuffer(writerOnly{dst}, readerOnly{src}, *buf)
 }
+
+// spliceDisabled makes every stream take the buffered copy: for tests and
+// benchmarks that compare the two.
+var spliceDisabled atomic.Bool
 
 // readerOnly and writerOnly hide ReadFrom and WriteTo, which would make
 // io.CopyBuffer ignore the pooled buffer and allocate its own.
