@@ -45,8 +45,12 @@
 //
 // Streams are copied both ways with half-close: when one side finishes
 // sending, the other side's write half is shut, so a client that shuts
-// down its writing still reads the whole answer, through a pooled buffer
-// (not splice(2), whose pipes would hold descriptors). The handshake has a
+// down its writing still reads the whole answer. A tunnel copies with
+// splice(2) through a pipe per direction that it owns and closes with
+// itself (Go's own splice path borrows pipes only the garbage collector
+// gives back), so descriptors stay bounded by MaxConns; where no pipe can
+// be made (EMFILE), and for plain HTTP requests, through a pooled buffer.
+// The handshake has a
 // deadline (a silent or trickling client is closed); an established tunnel
 // has none. Connections are capped (MaxConns, shared by every listener of
 // a Proxy), and so is an HTTP header (MaxHeaderBytes). A proxy connection
