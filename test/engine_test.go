@@ -949,13 +949,16 @@ func testPodmanNetNone(t *testing.T, pe *engine) {
 	}
 }
 
-// allowNetRunner asks corral's proxy (HTTP_PROXY) for CONNECT to 8081
-// (allowed) and 8082 (not), then tries 8081 directly, around the proxy.
+// allowNetRunner asks corral's proxy (HTTP_PROXY, with the run's
+// credentials: USER:PASS@HOST:PORT) for CONNECT to 8081 (allowed) and 8082
+// (not), then tries 8081 directly, around the proxy.
 const allowNetRunner = `hp=${HTTP_PROXY#http://}; hp=${hp%/}
+cred=${hp%@*}; hp=${hp##*@}
+auth=$(printf %s "$cred" | base64 | tr -d '\n')
 echo "proxy=$hp"
 for port in 8081 8082; do
 	echo "== via proxy to $port"
-	(printf 'CONNECT 127.0.0.1:%s HTTP/1.1\r\nHost: 127.0.0.1:%s\r\n\r\n' $port $port; sleep 1) | nc -w 5 "${hp%:*}" "${hp##*:}"
+	(printf 'CONNECT 127.0.0.1:%s HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nProxy-Authorization: Basic %s\r\n\r\n' $port $port "$auth"; sleep 1) | nc -w 5 "${hp%:*}" "${hp##*:}"
 done
 echo "== direct to 8081"
 nc 127.0.0.1 8081 </dev/null 2>&1; echo "direct=$?"`
