@@ -58,6 +58,8 @@ bench: build
 	bin/bench -corral $(BIN) -runner bin/bench-runner $(BENCH_FLAGS)
 	@echo '## The egress proxy: bulk throughput and connection setup, against a direct loopback connection'
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./sandbox/internal/egress/
+	@echo '## The socket checker: one checked connect (seccomp user notification) against an unchecked one, blocking and non-blocking'
+	$(GO) test -run '^$$' -bench CheckedConnect -benchtime 2s ./sandbox/internal/sockcheck/
 
 bench-smoke: build
 	$(BENCH_BUILD)

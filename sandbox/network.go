@@ -230,7 +230,7 @@ func dialInside(link *stage.Link, port uint16) egress.DialFunc {
 // proxy listens on the host's loopback first, so the plan can name it.
 func (n *network) forSubreaper() (plan.Plan, string, error) {
 	if !n.run.Isolated() {
-		return *n.run, "", nil
+		return n.run.ForSubreaper(plan.Subreaper{}) // --hide's socket checks
 	}
 	found := plan.Subreaper{Userinfo: n.userinfo()}
 	info, err := landlock.Describe()

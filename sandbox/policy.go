@@ -24,6 +24,7 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/corral-sh/corral/internal/landlock"
@@ -50,6 +51,9 @@ func startPolicy(p *stage.Proc, run *plan.Plan, parent *ParentWatch) error {
 			return runner.LandlockError(err)
 		}
 		p.Logf("%s", describePolicy(pol, rep))
+		// The engine's checker holds connects to Unix sockets beneath
+		// hidden paths, in every mode (sandbox/internal/sockcheck).
+		rep.NotEnforced = slices.DeleteFunc(rep.NotEnforced, func(s string) bool { return s == landlock.UnixSocketsBeneathHidden })
 		if w := rep.Warning(); w != "" {
 			fmt.Fprintf(p.Stderr, "corral: %s\n", w)
 		}

@@ -620,6 +620,7 @@ var podmanCases = []struct {
 	{"pidns-unmask", func(t *testing.T, pe *engine) { testPodmanPidns(t, pe, "--security-opt", "unmask=ALL") }},
 	{"net-none-issue18", testPodmanNetNone},
 	{"allow-net-issue18", testPodmanAllowNet},
+	{"net-none-unix-sockets", testPodmanUnixSockets},
 	{"state-on-volume", testPodmanStateOnVolume},
 	{"die-with-parent-init-issue20-p1", testPodmanDieWithParentInit},
 	{"kube-play", testPodmanKubePlay},
@@ -946,6 +947,48 @@ func testPodmanNetNone(t *testing.T, pe *engine) {
 	}
 	if !strings.Contains(res.stdout+res.stderr, "Permission denied") {
 		t.Errorf("want EACCES (Permission denied) for the runner's socket: %v", res)
+	}
+}
+
+// unixSocketsScript serves a Unix socket in the container outside
+// corral's tree (as a host's daemon would be: a docker.sock, a session
+// bus), then runs corral --net none in front of netprobe (bind-mounted at
+// /np), which connects to it and to a socket it binds itself.
+const unixSocketsScript = `mkdir -p /tmp/own
+/np unix-listen /tmp/host.sock /tmp/ready &
+i=0; while [ ! -e /tmp/ready ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
+/usr/local/bin/corral --net none -- /np unix /tmp/host.sock unix-self /tmp/own/own.sock
+echo "corral=$?"`
+
+// --net none under podman's default seccomp profile (SPEC.md Network
+// policy, Unix sockets): the Unix socket served outside corral's tree is
+// refused with EACCES and the one the runner's tree binds works; or,
+// where the profile refuses what the checker needs (user notification,
+// pidfd_getfd, process_vm_readv), corral fails closed with 125 naming
+// what is missing and the runner never starts. Exactly those two
+// outcomes; the log says which happened.
+func testPodmanUnixSockets(t *testing.T, pe *engine) {
+	res := pe.runContainer(t, "unix-sockets", []string{"--entrypoint", "/bin/sh", "-v", netprobeBin + ":/np:ro"}, "-c", unixSocketsScript)
+	if res.code != 0 {
+		t.Fatalf("want the script's status 0: %v", res)
+	}
+	switch {
+	case strings.Contains(res.stdout, "corral=0"):
+		steps := probeLines(res.stdout)
+		wantStep(t, steps, "unix /tmp/host.sock", "error: connect: EACCES", "a Unix socket outside corral's tree, under podman's seccomp profile")
+		wantStep(t, steps, "unix-self /tmp/own/own.sock", "ok", "a Unix socket the runner's tree bound, under podman's seccomp profile")
+		t.Logf("%s: under podman's default seccomp profile corral ran the runner with the socket checker (outcome: checked)", pe.name)
+	case strings.Contains(res.stdout, "corral=125"):
+		missing := regexp.MustCompile(`not available here: ((seccomp user notification|pidfd_getfd|process_vm_readv)[^\n]*)`).FindStringSubmatch(res.stderr)
+		if missing == nil {
+			t.Fatalf("corral exited 125 without naming what the checker lacks (user notification, pidfd_getfd, process_vm_readv): %v", res)
+		}
+		if strings.Contains(res.stdout, "unix /tmp/host.sock=") {
+			t.Errorf("corral exited 125 but the runner ran: %v", res)
+		}
+		t.Logf("%s: podman's default seccomp profile refuses what the socket checker needs (outcome: 125): %s", pe.name, missing[1])
+	default:
+		t.Fatalf("want corral to run the checked runner (0) or to fail closed (125): %v", res)
 	}
 }
 

@@ -28,8 +28,8 @@ const maxCorralThreads = 14
 // seen from outside: the runner has the TIOCSTI filter and no_new_privs
 // and nothing more (one seccomp filter on top of what the test itself
 // runs under, no Landlock domain), corral's processes have a handful of
-// threads, no network socket and no child but the next process of the
-// run, and the cgroup tree has a corral-… cgroup only where one is
+// threads, no network socket, no seccomp listener (the socket checker)
+// and no child but the next process of the run, and the cgroup tree has a corral-… cgroup only where one is
 // writable (as root), none rootless.
 func TestPlainRunPaysForNothing(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
@@ -75,6 +75,9 @@ func TestPlainRunPaysForNothing(t *testing.T) {
 			}
 			if inet := inetSockets(t, pid); len(inet) > 0 {
 				t.Errorf("corral process %d owns network sockets (a proxy nobody asked for?):\n%s", pid, strings.Join(inet, "\n"))
+			}
+			if n := seccompListeners(t, pid); n > 0 { // boundary_test.go
+				t.Errorf("corral process %d holds %d seccomp listeners: a socket checker nobody asked for", pid, n)
 			}
 		}
 

@@ -28,6 +28,12 @@ type Report struct {
 	Rules int // landlock_add_rule calls made, filesystem and port rules
 }
 
+// UnixSocketsBeneathHidden is what Landlock up to ABI 7 cannot enforce of
+// a hidden path (Report.NotEnforced): connect(2) to a path-bound socket is
+// no filesystem access for it. A caller that holds those connects another
+// way leaves it out of what it says.
+const UnixSocketsBeneathHidden = "connecting to Unix sockets beneath hidden paths"
+
 // Warning is NotEnforced as one line for stderr, or "".
 func (r Report) Warning() string {
 	if len(r.NotEnforced) == 0 {
@@ -87,7 +93,7 @@ func ruleset(p Policy, abi int) (rulesetAttr, Report, error) {
 		if len(p.Hide) > 0 {
 			// connect(2) to a path-bound socket is no filesystem access
 			// for Landlock up to ABI 7.
-			rep.NotEnforced = append(rep.NotEnforced, "connecting to Unix sockets beneath hidden paths")
+			rep.NotEnforced = append(rep.NotEnforced, UnixSocketsBeneathHidden)
 		}
 		if attr.handledFS&fsRefer == 0 {
 			// ABI 1 refuses every cross-directory rename and link.

@@ -44,6 +44,18 @@
 //	                       for "go"; creates "held", waits for "release";
 //	                       closes them, runs the sequential ones, creates
 //	                       "done", waits for "finish"
+//	unix PATH              connect to the Unix stream socket at PATH
+//	unixgram PATH          send one datagram to the Unix datagram socket at
+//	                       PATH (sendto with the address)
+//	unix-self PATH         bind a Unix stream socket at PATH by its relative
+//	                       name from PATH's directory, listen, and connect
+//	                       to it by absolute and by relative path, each
+//	                       connection moving a byte
+//	unix-listen PATH READY bind and listen at PATH (mode 0777), create READY,
+//	                       then block forever (a server outside the tree)
+//	vsock                  socket(AF_VSOCK, SOCK_STREAM)
+//	fd N                   write "ping" on the inherited descriptor N and
+//	                       read the peer's 4-byte answer: "ok reply=%q"
 //
 // -marker is ignored: it only puts the test's marker in the command line,
 // so the test can prove no netprobe survives.
@@ -60,6 +72,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,6 +121,7 @@ func printIfaces() error {
 var arity = map[string]int{
 	"tcp": 1, "udp": 2, "listen": 1, "pair": 0, "self": 0, "ifaces": 0,
 	"echo": 2, "hold": 2, "serve": 3, "tunnel": 2, "socks": 2, "socks-cmd": 2, "load": 4,
+	"unix": 1, "unixgram": 1, "unix-self": 1, "unix-listen": 2, "vsock": 0, "fd": 1,
 }
 
 func runSteps(args []string) int {
@@ -178,6 +192,27 @@ func step(name string, a []string) string {
 		return socksStep(a[1], byte(cmd), -1)
 	case "load":
 		return result(load(a))
+	case "unix":
+		return result(unixConnect(a[0]))
+	case "unixgram":
+		return result(unixSendto(a[0]))
+	case "unix-self":
+		return result(unixSelf(a[0]))
+	case "unix-listen":
+		return result(unixListen(a[0], a[1]))
+	case "vsock":
+		fd, err := unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return result(os.NewSyscallError("socket", err))
+		}
+		unix.Close(fd)
+		return "ok"
+	case "fd":
+		reply, err := pingFD(a[0])
+		if err != nil {
+			return result(err)
+		}
+		return fmt.Sprintf("ok reply=%q", reply)
 	}
 	return "error: unknown step"
 }
@@ -649,4 +684,130 @@ func pingTunnel(target string) (net.Conn, error) {
 	}
 	conn.SetDeadline(time.Time{})
 	return conn, nil
+}
+
+// unixConnect connects a Unix stream socket to path with connect(2)
+// itself, so the errno is the kernel's (or the checker's) answer.
+func unixConnect(path string) error {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return os.NewSyscallError("socket", err)
+	}
+	defer unix.Close(fd)
+	return os.NewSyscallError("connect", unix.Connect(fd, &unix.SockaddrUnix{Name: path}))
+}
+
+// unixSendto sends one datagram to path from an unbound datagram socket.
+func unixSendto(path string) error {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return os.NewSyscallError("socket", err)
+	}
+	defer unix.Close(fd)
+	return os.NewSyscallError("sendto", unix.Sendto(fd, []byte("x"), 0, &unix.SockaddrUnix{Name: path}))
+}
+
+// unixSelf: see the package comment. The step's cwd is PATH's directory
+// from then on.
+func unixSelf(path string) error {
+	dir, name := filepath.Dir(path), filepath.Base(path)
+	if err := os.Chdir(dir); err != nil {
+		return err
+	}
+	os.Remove(name)
+	ln, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return os.NewSyscallError("socket", err)
+	}
+	defer unix.Close(ln)
+	if err := unix.Bind(ln, &unix.SockaddrUnix{Name: name}); err != nil {
+		return os.NewSyscallError("bind", err)
+	}
+	if err := unix.Listen(ln, 8); err != nil {
+		return os.NewSyscallError("listen", err)
+	}
+	for _, target := range []string{path, name} {
+		c, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return os.NewSyscallError("socket", err)
+		}
+		err = unix.Connect(c, &unix.SockaddrUnix{Name: target})
+		if err == nil {
+			_, err = unix.Write(c, []byte("x"))
+		}
+		unix.Close(c)
+		if err != nil {
+			return fmt.Errorf("to %s: %w", target, os.NewSyscallError("connect", err))
+		}
+		a, _, err := unix.Accept4(ln, unix.SOCK_CLOEXEC)
+		if err != nil {
+			return os.NewSyscallError("accept4", err)
+		}
+		b := make([]byte, 1)
+		n, err := unix.Read(a, b)
+		unix.Close(a)
+		if err != nil || n != 1 || b[0] != 'x' {
+			return fmt.Errorf("to %s: read back %q: %v", target, b[:max(n, 0)], err)
+		}
+	}
+	return nil
+}
+
+func unixListen(path, ready string) error {
+	os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	if err := os.Chmod(path, 0o777); err != nil {
+		return err
+	}
+	if err := os.WriteFile(ready, nil, 0o644); err != nil {
+		return err
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		c.Close()
+	}
+}
+
+// pingFD writes "ping" on descriptor text and reads 4 bytes back, waiting
+// at most ioTimeout.
+func pingFD(text string) (string, error) {
+	fd, err := strconv.Atoi(text)
+	if err != nil {
+		return "", err
+	}
+	if _, err := unix.Write(fd, []byte("ping")); err != nil {
+		return "", os.NewSyscallError("write", err)
+	}
+	var reply []byte
+	deadline := time.Now().Add(ioTimeout)
+	for len(reply) < 4 {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return "", fmt.Errorf("no answer within %v (so far %q)", ioTimeout, reply)
+		}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(pfd, int(left/time.Millisecond)+1); err != nil && err != unix.EINTR {
+			return "", os.NewSyscallError("poll", err)
+		}
+		if pfd[0].Revents == 0 {
+			continue
+		}
+		b := make([]byte, 4-len(reply))
+		n, err := unix.Read(fd, b)
+		if err != nil {
+			return "", os.NewSyscallError("read", err)
+		}
+		if n == 0 {
+			return "", fmt.Errorf("EOF after %q", reply)
+		}
+		reply = append(reply, b[:n]...)
+	}
+	return string(reply), nil
 }
