@@ -9,10 +9,11 @@ package sandbox
 // the --host-port listening sockets inside the runner's network namespace
 // and hands them over the stage socket (a socket keeps its namespace,
 // whoever holds it), and each --publish connection is a request to the
-// init for a socket it connected inside. In subreaper mode the proxy
-// listens on the host's loopback, and the runner's socket filter and
-// Landlock's TCP ports keep it to the proxy, the --host-port ports and its
-// --publish ports.
+// init for a socket it connected inside; the host listens on a --publish
+// port only while the runner's server listens inside (publish.go). In
+// subreaper mode the proxy listens on the host's loopback, and the
+// runner's socket filter and Landlock's TCP ports keep it to the proxy,
+// the --host-port ports and its --publish ports.
 
 import (
 	"context"
@@ -39,12 +40,13 @@ type network struct {
 	run   *plan.Plan    // the caller's, as checked
 	proxy *egress.Proxy // nil: no network policy, nothing to serve
 	log   *egress.Log
-	// published are pidns mode's --publish listeners on the host until the
-	// init can answer for them (attach).
-	published []net.Listener
+	// published are the --publish ports' host sockets (publish.go).
+	published []*hostPort
+	stopWatch func() // subreaper mode's watch of the host's loopback
 
-	mu    sync.Mutex
-	named map[string]bool // the refused socket names said (refused)
+	mu     sync.Mutex
+	named  map[string]bool // the refused socket names said (refused)
+	closed bool            // close or abandon ran: no listener opens any more
 }
 
 // openNetwork readies the host side of the network policy before anything
@@ -76,6 +78,9 @@ func (n *network) close() {
 		return
 	}
 	n.abandon()
+	if n.stopWatch != nil {
+		n.stopWatch()
+	}
 	n.proxy.Close()
 	if n.log != nil {
 		n.log.Close()
@@ -83,17 +88,17 @@ func (n *network) close() {
 }
 
 // forPidns is the plan of a pidns attempt, and the host's --publish
-// listeners, made before the init exists: a port already taken on the
-// host is a setup error.
+// sockets, bound (not listening) before the init exists: a port already
+// taken on the host is a setup error.
 func (n *network) forPidns() (plan.Plan, error) {
 	for _, port := range n.run.Net.Publish {
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
+		h, err := reservePort(port)
 		if err != nil {
 			n.abandon()
-			return plan.Plan{}, &setuperr.SetupError{Step: fmt.Sprintf("--publish %d: listen on the host's 127.0.0.1:%d", port, port), Err: unwrapSyscall(err),
+			return plan.Plan{}, &setuperr.SetupError{Step: fmt.Sprintf("--publish %d: bind the host's 127.0.0.1:%d", port, port), Err: unwrapSyscall(err),
 				Hint: "another program listens there; stop it or publish another port"}
 		}
-		n.published = append(n.published, l)
+		n.published = append(n.published, h)
 	}
 	return n.run.ForPidns(n.userinfo()), nil
 }
@@ -107,12 +112,14 @@ func (n *network) userinfo() string {
 	return n.proxy.Userinfo()
 }
 
-// abandon removes the --publish listeners of a pidns attempt that did not
+// abandon removes the --publish sockets of a pidns attempt that did not
 // start (auto mode then runs subreaper mode, where the runner listens on
-// the host itself).
+// the host itself), or of a run that ends.
 func (n *network) abandon() {
-	for _, l := range n.published {
-		l.Close()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, h := range n.published {
+		h.release()
 	}
 	n.published = nil
 }
@@ -154,18 +161,20 @@ func dialHost(port uint16) egress.DialFunc {
 	}
 }
 
-// attach hands the ready init's link to the session: each --publish
-// connection asks the init for a socket connected to the runner's server
+// attach hands the ready init's link to the session: the init says when
+// the runner's server listens on a --publish port (publishState), and
+// each connection then asks it for a socket connected to that server
 // inside. It reports whether the session needs the link read (someone
-// must follow it for the answers to arrive).
+// must follow it for the init's reports and answers to arrive).
 func (n *network) attach(link *stage.Link, run *plan.Plan) bool {
 	if len(n.published) == 0 {
 		return run.Privileges.Notify // the checker's refusals come on it
 	}
-	for i, l := range n.published {
-		n.proxy.Forward(l, fmt.Sprintf("--publish %d", n.run.Net.Publish[i]), dialInside(link, n.run.Net.Publish[i]))
+	n.mu.Lock()
+	for _, h := range n.published {
+		h.dial = dialInside(link, h.port)
 	}
-	n.published = nil // the proxy owns and closes them now
+	n.mu.Unlock()
 	return true
 }
 
@@ -231,6 +240,10 @@ func dialInside(link *stage.Link, port uint16) egress.DialFunc {
 func (n *network) forSubreaper() (plan.Plan, string, error) {
 	if !n.run.Isolated() {
 		return n.run.ForSubreaper(plan.Subreaper{}) // --hide's socket checks
+	}
+	// A server on [::1] alone is published at 127.0.0.1 too (publish.go).
+	if err := n.watchHost(); err != nil {
+		return plan.Plan{}, "", &setuperr.SetupError{Step: "--publish: watch the host's listening sockets", Err: err}
 	}
 	found := plan.Subreaper{Userinfo: n.userinfo()}
 	info, err := landlock.Describe()

@@ -130,7 +130,8 @@ func initFailed(run *plan.Plan, caller stage.Caller, pid int, err error) error {
 
 // followInit reads the init's reports after ready until its link closes:
 // the runner's stops in terminal mode (terminal.go), the socket calls its
-// checker refused (network.go); the answers to the
+// checker refused (network.go), whether a --publish port's server listens
+// (publish.go); the answers to the
 // host side's requests go to whoever asked (stage.Link.Call). A message
 // the protocol does not have there comes out of the returned channel: the
 // run ends with status 125 (relay).
@@ -148,6 +149,10 @@ func followInit(link *stage.Link, init int, term *terminal, n *network) <-chan e
 			}
 			if r, ok := msg.(*stage.Refused); ok {
 				n.refused(*r)
+				continue
+			}
+			if s, ok := msg.(*stage.PublishState); ok {
+				n.publishState(*s) // publish.go
 				continue
 			}
 			stop := msg.(*stage.RunnerStopped)

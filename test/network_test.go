@@ -1107,7 +1107,15 @@ exec $NP serve %s "$R"/ready "$R"/stop
 			// namespace's loopback; the checker holds binds to loopback.
 			wantStep(t, got, "listen "+other, "ok", "subreaper mode: a loopback port the runner binds")
 		}
-		conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		// The host listens once the init saw the server listen: within
+		// its look (TestPublishListening).
+		var conn net.Conn
+		var err error
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if conn, err = net.DialTimeout("tcp", addr, 5*time.Second); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
 		if err != nil {
 			t.Fatalf("the published port %s is not reachable from the host while the run lasts: %v\n%s", addr, err, r.partial())
 		}
@@ -1147,6 +1155,124 @@ exec $NP serve %s "$R"/ready "$R"/stop
 			t.Errorf("a socket still listens on %s after corral exited", addr)
 		}
 		e.assertGone()
+	})
+}
+
+// --publish says yes only while the runner's server listens (issue 26):
+// a connect to the host's 127.0.0.1:PORT before the server listens is
+// refused, not accepted and closed; once it listens it answers; once it
+// exited, refused again. A server on [::1] alone is reachable at the
+// host's 127.0.0.1:PORT too. In every mode.
+func TestPublishListening(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		for _, bind := range []string{"127.0.0.1", "::1"} {
+			t.Run(bind, func(t *testing.T) {
+				if bind == "::1" {
+					l, err := net.Listen("tcp6", "[::1]:0")
+					if err != nil {
+						t.Skipf("no IPv6 loopback on this host: %v", err)
+					}
+					l.Close()
+				}
+				e := newEnv(t, m)
+				port := freePort(t, "127.0.0.1")
+				addr := fmt.Sprintf("127.0.0.1:%d", port)
+				runner, results := e.script(fmt.Sprintf(`touch "$R"/started
+waitfor "$R"/go
+$NP serve %s "$R"/ready "$R"/stop
+touch "$R"/served
+waitfor "$R"/end
+`, net.JoinHostPort(bind, strconv.Itoa(port))))
+				r := e.start(e.args(netOpts("--net", "none", "--publish", strconv.Itoa(port)), runner), e.markerEnv())
+				file := func(name string) string { return filepath.Join(results, name) }
+				waitFile := func(name string) {
+					t.Helper()
+					deadline := time.Now().Add(readyTimeout)
+					for {
+						if _, err := os.Stat(file(name)); err == nil {
+							return
+						}
+						if r.exited() {
+							t.Fatalf("corral exited before the runner made %s: %v", name, r.result())
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("the runner did not make %s within %v: %s", name, readyTimeout, r.partial())
+						}
+						time.Sleep(5 * time.Millisecond)
+					}
+				}
+				touch := func(name string) {
+					t.Helper()
+					if err := os.WriteFile(file(name), nil, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// refused is nil when a connect is refused; otherwise what
+				// the connect did (accepted, and what it then read).
+				refused := func() error {
+					c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+					if err != nil {
+						if errors.Is(err, syscall.ECONNREFUSED) {
+							return nil
+						}
+						return err
+					}
+					defer c.Close()
+					c.SetDeadline(time.Now().Add(5 * time.Second))
+					c.(*net.TCPConn).CloseWrite()
+					b, err := io.ReadAll(c)
+					return fmt.Errorf("accepted, then read %q (%v)", b, err)
+				}
+				waitFile("started")
+				// Longer than the init's look: a host side that will not
+				// listen has had the time to show it.
+				time.Sleep(500 * time.Millisecond)
+				if err := refused(); err != nil {
+					t.Errorf("a connect to %s before the runner's server listens should be refused: %v", addr, err)
+				}
+				touch("go")
+				waitFile("ready")
+				var reply []byte
+				deadline := time.Now().Add(5 * time.Second)
+				for {
+					c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+					if err == nil {
+						c.SetDeadline(time.Now().Add(10 * time.Second))
+						c.Write([]byte("ping"))
+						c.(*net.TCPConn).CloseWrite()
+						reply, err = io.ReadAll(c)
+						c.Close()
+						if string(reply) == "published:ping" {
+							break
+						}
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("the server on %s is not reachable at the host's %s: %v, read %q\n%s", bind, addr, err, reply, r.partial())
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				touch("stop")
+				waitFile("served")
+				deadline = time.Now().Add(5 * time.Second)
+				for {
+					err := refused()
+					if err == nil {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Errorf("a connect to %s after the runner's server exited should be refused: %v", addr, err)
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				touch("end")
+				wantNetCode(t, r.wait(corralTimeout), 0)
+				if err := refused(); err != nil {
+					t.Errorf("a connect to %s after corral exited: %v", addr, err)
+				}
+				e.assertGone()
+			})
+		}
 	})
 }
 

@@ -222,6 +222,14 @@ func (p *Proxy) start(l net.Listener, accepted func(net.Conn)) {
 
 func (p *Proxy) acceptLoop(l net.Listener, accepted func(net.Conn)) {
 	defer p.wg.Done()
+	// A listener its owner closed (--publish's, while the runner's server
+	// does not listen) is forgotten: a server that restarts often does not
+	// grow the set.
+	defer func() {
+		p.mu.Lock()
+		delete(p.listeners, l)
+		p.mu.Unlock()
+	}()
 	var backoff time.Duration
 	for {
 		c, err := l.Accept()

@@ -59,12 +59,20 @@ func Main(newEngine stage.NewEngine) {
 		link.Fail(err)
 		os.Exit(exitstatus.Setup)
 	}
-	publish := len(plan.Net.Publish) > 0
-	sayReady(link, sigs, start.Terminal || publish || plan.Privileges.Notify, said)
-	if publish {
+	var pub *publisher // --publish (network.go)
+	if len(plan.Net.Publish) > 0 {
+		var perr *setuperr.SetupError
+		if pub, perr = openPublisher(link, plan.Net.Publish); perr != nil {
+			engine.Abandon()
+			link.Fail(perr)
+			os.Exit(exitstatus.Setup)
+		}
+	}
+	sayReady(link, sigs, start.Terminal || pub != nil || plan.Privileges.Notify, said)
+	if pub != nil {
 		go func() {
 			<-said
-			answerDials(link)
+			pub.serve()
 		}()
 	}
 	var jobs reaper.JobControl

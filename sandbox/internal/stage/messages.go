@@ -36,6 +36,7 @@ const (
 	MsgPublishConn                   // init → host, after MsgInitReady: PublishConn, with the socket when it connected
 	MsgExecListener                  // exec stage → engine, before its execve: Listener, the runner's seccomp listener
 	MsgRefused                       // init → host, after MsgInitReady: Refused, a socket call the engine's checker refused
+	MsgPublishState                  // init → host, after MsgInitReady: PublishState, a --publish port's server started or stopped listening
 )
 
 // Role is a process role, as a message names its sender and receiver.
@@ -82,6 +83,7 @@ var table = [...]Message{
 	{MsgPublishConn, "PublishConn", RoleInit, RoleHost, func() any { return new(PublishConn) }},
 	{MsgExecListener, "ExecListener", RoleExecStage, RoleEngine, func() any { return new(Listener) }},
 	{MsgRefused, "Refused", RoleInit, RoleHost, func() any { return new(Refused) }},
+	{MsgPublishState, "PublishState", RoleInit, RoleHost, func() any { return new(PublishState) }},
 }
 
 // Lookup returns the row of kind k.
@@ -130,7 +132,7 @@ type stepInfo struct {
 var steps = [...]stepInfo{
 	StepInitStart:    {RoleInit, "the init's start message", []Kind{MsgInitStart}, MsgInitReady, MsgInitFailed, nil},
 	StepInitReply:    {RoleHost, "the init's reply", []Kind{MsgInitReady, MsgInitFailed, MsgNetListeners}, 0, 0, []Kind{MsgNetListeners}},
-	StepInitReports:  {RoleHost, "the init's reports", []Kind{MsgRunnerStopped, MsgPublishConn, MsgRefused}, 0, 0, nil},
+	StepInitReports:  {RoleHost, "the init's reports", []Kind{MsgRunnerStopped, MsgPublishConn, MsgRefused, MsgPublishState}, 0, 0, nil},
 	StepExecStart:    {RoleExecStage, "the exec stage's start message", []Kind{MsgExecStart}, 0, MsgExecFailed, nil},
 	StepExecReply:    {RoleEngine, "the exec stage's reply", []Kind{MsgExecFailed, MsgExecListener}, 0, 0, []Kind{MsgExecListener}},
 	StepProbeStart:   {RoleProbeChild, "the probe child's start message", []Kind{MsgProbeStart}, MsgProbeReady, MsgProbeFailed, nil},
@@ -214,6 +216,16 @@ func (n *NetListeners) SetFDs(fds []int) { n.FDs = fds }
 type PublishDial struct {
 	ID   uint64
 	Port uint16
+}
+
+// PublishState says whether the runner's server listens on a --publish
+// port inside (at 127.0.0.1 or [::1]): the host side listens on the
+// host's 127.0.0.1:Port only while it does, so that a connect before the
+// server is up is refused rather than accepted and closed. The init sends
+// one per change, the first when the server first listens.
+type PublishState struct {
+	Port      uint16
+	Listening bool
 }
 
 // PublishConn answers a PublishDial: the connected socket, or the errno of
