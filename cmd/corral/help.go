@@ -94,8 +94,9 @@ enforce what is asked is an error, {setup}, never a run without it):
 
 Network policy (every mode; fails closed like the sandbox policy):
   --net MODE           host (default) or none: nothing but loopback (pidns: a
-                         network namespace; subreaper: a socket filter and
-                         Landlock's TCP ports)  [CORRAL_NET]
+                         network namespace; subreaper: a socket filter); in
+                         every mode no vsock, and no Unix socket but the
+                         tree's own and --allow-unix  [CORRAL_NET]
   --allow-net DEST     only DEST through corral's egress proxy (HTTP_PROXY,
                          HTTPS_PROXY, ALL_PROXY are set): HOST[:PORT] with a
                          name, *.wildcard, IP or CIDR, PORT 1-65535 or *
@@ -111,8 +112,9 @@ Network policy (every mode; fails closed like the sandbox policy):
                          127.0.0.1:PORT (a database); repeatable
   --publish PORT       the runner's server on 127.0.0.1:PORT is reachable
                          from the host at 127.0.0.1:PORT; repeatable
-  --net-log PATH       one JSON line per proxied connection (mode 0600)
-                         [CORRAL_NET_LOG]
+  --net-log PATH       JSON lines (mode 0600): each connection's decision at
+                         once, its end with bytes and duration; refused
+                         direct attempts too  [CORRAL_NET_LOG]
 
   -v, --verbose        say which mode was chosen and why, and what teardown did
                          [CORRAL_VERBOSE]

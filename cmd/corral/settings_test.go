@@ -106,13 +106,13 @@ func TestSettingsSandboxRuntimeFormat(t *testing.T) {
 		name, text string
 		check      func(o sandbox.Options) bool
 	}{
-		{"full", `{"network": {"allowedDomains": ["github.com", "*.npmjs.org", "api.test:443", "[2001:db8::1]", "[2001:db8::2]:22"],
-			"deniedDomains": ["bad.npmjs.org"], "allowUnixSockets": ["` + sock + `"], "allowLocalBinding": false, "allowAllUnixSockets": false},
+		{"full", `{"network": {"allowedDomains": ["github.com", "*.packages.example", "api.test:443", "[2001:db8::1]", "[2001:db8::2]:22"],
+			"deniedDomains": ["bad.packages.example"], "allowUnixSockets": ["` + sock + `"], "allowLocalBinding": false, "allowAllUnixSockets": false},
 		  "filesystem": {"allowWrite": ["src"], "denyRead": ["~/.ssh"], "denyWrite": [], "allowRead": []},
 		  "ignoreViolations": {"*": ["/usr/bin"]}, "enableWeakerNestedSandbox": false}`,
 			func(o sandbox.Options) bool {
-				return slices.Equal(o.Net.Allow, []string{"github.com:*", "*.npmjs.org:*", "api.test:443", "[2001:db8::1]:*", "[2001:db8::2]:22"}) &&
-					slices.Equal(o.Net.Deny, []string{"bad.npmjs.org"}) && slices.Equal(o.Net.AllowUnix, []string{sock}) &&
+				return slices.Equal(o.Net.Allow, []string{"github.com:*", "*.packages.example:*", "api.test:443", "[2001:db8::1]:*", "[2001:db8::2]:22"}) &&
+					slices.Equal(o.Net.Deny, []string{"bad.packages.example"}) && slices.Equal(o.Net.AllowUnix, []string{sock}) &&
 					slices.Equal(o.Privileges.Landlock.Writable, []string{filepath.Join(dir, "src")}) &&
 					slices.Equal(o.Privileges.Landlock.Hide, []string{filepath.Join(home, ".ssh")}) && !o.Namespaces.Net
 			}},
