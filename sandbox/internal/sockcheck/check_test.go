@@ -118,6 +118,7 @@ func init() {
 	scenarios["toctou"] = scenarioTOCTOU
 	scenarios["interrupted"] = scenarioInterrupted
 	scenarios["blocked"] = scenarioBlocked
+	scenarios["waits"] = scenarioWaits
 	scenarios["bench"] = scenarioBench
 }
 
@@ -668,4 +669,60 @@ func benchRun(b *testing.B, pol Policy, env ...string) string {
 		b.Fatalf("bench runner: %v: %s", err, out)
 	}
 	return out.String()
+}
+
+// scenarioWaits: a blocking connect waits on a full backlog, which gets
+// room after 800 ms; meanwhile the test signals every thread of the
+// checker's process.
+func scenarioWaits(c *child) {
+	path := filepath.Join(env("DIR"), "full.sock")
+	srv, fill := fullBacklog(c, path)
+	defer unix.Close(fill)
+	go func() {
+		time.Sleep(800 * time.Millisecond)
+		if nfd, _, err := unix.Accept(srv); err == nil { // room in the backlog
+			unix.Close(nfd)
+		}
+	}()
+	os.WriteFile(filepath.Join(env("DIR"), "ready"), nil, 0o600)
+	want(c, "a blocking connect while the checker's threads take signals", unixConnect(c, path), 0)
+}
+
+// A signal to the checker's own process (a SIGCHLD of the engine, the Go
+// runtime's own) interrupts the worker's connect with EINTR: that is not
+// the caller's interruption, and the caller's connect goes on to succeed.
+func TestWorkerSignalsAreNotTheCallers(t *testing.T) {
+	dir := t.TempDir()
+	sigs := make(chan os.Signal, 1024)
+	signal.Notify(sigs, unix.SIGUSR2)
+	defer signal.Stop(sigs)
+	ck, cmd, out := start(t, "waits", Policy{Net: true, Workers: 1}, "CORRAL_SOCKCHECK_DIR="+dir)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	sent := 0
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("the runner: %v\n%s", err, out)
+			}
+			if sent == 0 {
+				t.Fatal("no signal was sent")
+			}
+			closeChecker(t, ck)
+			return
+		case <-tick.C:
+			tasks, _ := os.ReadDir("/proc/self/task")
+			for _, task := range tasks {
+				if tid, err := strconv.Atoi(task.Name()); err == nil {
+					unix.Tgkill(os.Getpid(), tid, unix.SIGUSR2)
+					sent++
+				}
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the runner did not finish: %s", out)
+		}
+	}
 }

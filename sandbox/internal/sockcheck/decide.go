@@ -314,7 +314,13 @@ func (c *Checker) sliced(cl *call, op func() unix.Errno, finish func() (uint64, 
 	start := time.Now()
 	for {
 		e := op()
-		if e != unix.EINPROGRESS && e != unix.EALREADY && e != unix.EAGAIN {
+		// EINTR here is a signal to this worker's thread (the Go runtime's,
+		// or one of the process's, such as a SIGCHLD), never the
+		// caller's, whose interruption shows as its notification
+		// vanishing: the call goes on, as it would for the caller. With a
+		// send timeout the kernel cannot restart it, so it is made again:
+		// a connect under way waits on, a send that sent nothing sends.
+		if e != unix.EINPROGRESS && e != unix.EALREADY && e != unix.EAGAIN && e != unix.EINTR {
 			return done(e)
 		}
 		fl, err := unix.FcntlInt(uintptr(cl.fd), unix.F_GETFL, 0)
