@@ -189,10 +189,6 @@ func (e *engine) startRunner() error {
 		fmt.Fprintf(e.cfg.Stderr, "corral: %v\n", err)
 	}
 	e.acct.runner = pid
-	e.watch.begin()
-	if e.cfg.OwnsProcess {
-		defaultChildSignal(e.sig)
-	}
 	e.cfg.Logf("runner started as pid %d", pid)
 	e.push(evStarted)
 	e.startDeadline()
