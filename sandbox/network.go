@@ -31,6 +31,7 @@ import (
 	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/sandbox/internal/egress"
 	"github.com/corral-sh/corral/sandbox/internal/plan"
+	"github.com/corral-sh/corral/sandbox/internal/portwatch"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
 )
 
@@ -269,4 +270,102 @@ func unwrapSyscall(err error) error {
 		return se.Err
 	}
 	return err
+}
+
+// The --publish ports on the host (publish.go holds the sockets).
+
+// publishState follows the init's word on a --publish port: listen on the
+// host while the runner's server listens inside.
+func (n *network) publishState(s stage.PublishState) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, h := range n.published {
+		if h.port != s.Port {
+			continue
+		}
+		if !s.Listening {
+			h.unlisten()
+			return
+		}
+		if err := h.listen(n.proxy); err != nil {
+			n.p.Warnf("network: --publish %d: listen on the host's 127.0.0.1:%d: %v", h.port, h.port, err)
+		}
+		return
+	}
+}
+
+// watchHost is subreaper mode's: while the runner's server on a --publish
+// port listens on [::1] and nothing listens on 127.0.0.1 (the port seen
+// so for two looks in a row, so that a server that binds both addresses
+// binds both before corral takes one), the host side listens on
+// 127.0.0.1:PORT and forwards to [::1]:PORT. A 127.0.0.1 that another
+// socket holds (a dual-stack one) is left to it.
+func (n *network) watchHost() error {
+	ports := n.run.Net.Publish
+	if len(ports) == 0 {
+		return nil
+	}
+	w, err := portwatch.Open()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	n.stopWatch = func() {
+		cancel()
+		<-done
+	}
+	go func() {
+		defer close(done)
+		defer w.Close()
+		forwards := map[uint16]net.Listener{}
+		defer func() {
+			for _, l := range forwards {
+				l.Close()
+			}
+		}()
+		v6only := map[uint16]int{} // looks in a row
+		t := time.NewTicker(portwatch.Interval)
+		defer t.Stop()
+		for {
+			states, err := w.Look(ports)
+			if err != nil {
+				n.p.Warnf("network: --publish: stopped watching the host's loopback: %v", err)
+				return
+			}
+			for _, port := range ports {
+				s := states[port]
+				if l := forwards[port]; l != nil {
+					if !s.V6 { // its 127.0.0.1 is corral's own
+						l.Close()
+						delete(forwards, port)
+						v6only[port] = 0
+					}
+					continue
+				}
+				if !s.V6 || s.V4 {
+					v6only[port] = 0
+					continue
+				}
+				if v6only[port]++; v6only[port] != 2 {
+					continue
+				}
+				l, err := net.Listen("tcp4", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
+				if err != nil {
+					if !errors.Is(err, syscall.EADDRINUSE) {
+						n.p.Warnf("network: --publish %d: listen on the host's 127.0.0.1:%d for the server on [::1]: %v", port, port, err)
+					}
+					continue
+				}
+				forwards[port] = l
+				n.proxy.Forward(l, fmt.Sprintf("--publish %d", port), dialLoopback6(port))
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return nil
 }

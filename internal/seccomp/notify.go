@@ -141,8 +141,13 @@ func Respond(listener int, id uint64, val int64, errno unix.Errno) error {
 	if errno != 0 {
 		r.Val, r.Error = 0, -int32(errno)
 	}
+	return send(listener, &r)
+}
+
+// send answers a notification; ErrGone when its caller no longer waits.
+func send(listener int, r *notifResp) error {
 	for {
-		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&r)))
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(r)))
 		switch e {
 		case 0:
 			return nil
@@ -354,18 +359,7 @@ func (d Data) Call() SocketCall {
 // can change its memory after any look. ErrGone as for Respond.
 func RespondContinue(listener int, id uint64) error {
 	r := notifResp{ID: id, Flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
-	for {
-		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&r)))
-		switch e {
-		case 0:
-			return nil
-		case unix.EINTR:
-			continue
-		case unix.ENOENT:
-			return ErrGone
-		}
-		return fmt.Errorf("seccomp notification respond: %w", e)
-	}
+	return send(listener, &r)
 }
 
 // SetSyncWakeUp asks the kernel to switch straight to the listener's

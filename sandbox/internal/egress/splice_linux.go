@@ -125,35 +125,46 @@ func spliceStream(dst, src net.Conn, fallback func(dst, src net.Conn) (int64, er
 			return written, nil, true // EOF
 		}
 		full := n >= defaultPipe
-		// The pipe out to dst: EAGAIN means dst's send buffer is full.
-		for n > 0 {
-			var m int64
-			werr := wc.Write(func(fd uintptr) bool {
-				for {
-					m, serr = unix.Splice(pr, nil, int(fd), nil, int(n), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-					if serr != unix.EINTR {
-						return serr != unix.EAGAIN
-					}
-				}
-			})
-			if m > 0 {
-				written += m
-				n -= m
-			}
-			switch {
-			case werr != nil:
-				return written, werr, true
-			case serr != nil:
-				return written, os.NewSyscallError("splice", serr), true
-			case m == 0:
-				return written, os.NewSyscallError("splice", io.ErrNoProgress), true
-			}
+		m, err := drainPipe(wc, pr, n)
+		written += m
+		if err != nil {
+			return written, err, true
 		}
 		if full && !tried {
 			// Bulk data: a bigger pipe, now that it is empty.
 			grown, tried = growPipe(pw), true
 		}
 	}
+}
+
+// drainPipe splices the n bytes in the pipe pr out to the connection wc;
+// EAGAIN means its send buffer is full, and the poller waits for room.
+func drainPipe(wc syscall.RawConn, pr int, n int64) (written int64, err error) {
+	for n > 0 {
+		var m int64
+		var serr error
+		werr := wc.Write(func(fd uintptr) bool {
+			for {
+				m, serr = unix.Splice(pr, nil, int(fd), nil, int(n), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+				if serr != unix.EINTR {
+					return serr != unix.EAGAIN
+				}
+			}
+		})
+		if m > 0 {
+			written += m
+			n -= m
+		}
+		switch {
+		case werr != nil:
+			return written, werr
+		case serr != nil:
+			return written, os.NewSyscallError("splice", serr)
+		case m == 0:
+			return written, os.NewSyscallError("splice", io.ErrNoProgress)
+		}
+	}
+	return written, nil
 }
 
 // defaultPipe is the size a new pipe has (16 pages), unless the user is
