@@ -31,6 +31,12 @@ type Checker struct {
 	// (SA_RESTART) takes over the one its first notification started.
 	imu      sync.Mutex
 	inflight map[uint64]*inflight
+	// lost holds, by the socket's inode, a blocking call that completed
+	// while its caller was interrupted (its answer found no one): the
+	// restarted call (SA_RESTART) gets that result, as the kernel's own
+	// restart would, instead of a second connect (EISCONN) or a second
+	// send of the same bytes.
+	lost map[uint64]lostCall
 	// pending holds duplicates of sockets whose path bind the kernel was
 	// let make (bindPath) and that were not bound yet when looked at.
 	pending []pendingBind
@@ -71,6 +77,7 @@ func New(p Policy) (*Checker, error) {
 		boundAbstract: map[string]struct{}{},
 		boundTCP:      map[netip.AddrPort]struct{}{},
 		inflight:      map[uint64]*inflight{},
+		lost:          map[uint64]lostCall{},
 		listener:      -1,
 		serve:         make(chan struct{}),
 		done:          make(chan struct{}),
@@ -199,6 +206,9 @@ func (c *Checker) workerDone() {
 // workerState is what one worker keeps open: its sock_diag socket.
 type workerState struct {
 	diag int
+	// done is the blocking call this worker completed for the
+	// notification it handles now, if any (blocking).
+	done *lostCall
 }
 
 func newWorkerState() (*workerState, error) {
@@ -220,6 +230,7 @@ const (
 )
 
 func (c *Checker) handle(w *workerState, n *seccomp.Notif) {
+	w.done = nil
 	val, errno := c.decide(w, n)
 	if errno == answered {
 		return
@@ -232,8 +243,29 @@ func (c *Checker) handle(w *workerState, n *seccomp.Notif) {
 	// error leaves nothing to do either.
 	if err := seccomp.Respond(c.listener, n.ID, val, errno); errors.Is(err, seccomp.ErrGone) {
 		c.stats.gone.Add(1)
+		if d := w.done; d != nil && errno == 0 {
+			d.val, d.at = val, time.Now()
+			c.imu.Lock()
+			if len(c.lost) < maxBound {
+				c.lost[d.ino] = *d
+			}
+			c.imu.Unlock()
+		}
 	}
 }
+
+// lostCall is a completed blocking call whose answer found no caller.
+type lostCall struct {
+	ino        uint64
+	kind       seccomp.SocketCall
+	addr, data []byte
+	val        int64
+	at         time.Time
+}
+
+// lostFor is how long a lost result waits for its restarted call: a
+// restart follows the signal handler at once.
+const lostFor = 5 * time.Second
 
 func (c *Checker) report(r Refusal) {
 	if c.pol.Report != nil {

@@ -21,6 +21,11 @@ type call struct {
 	// sendto's data and flags
 	data  []byte
 	flags int
+	w     *workerState
+	// lost: the call was answered with a lost result (Checker.lost):
+	// lostVal is what it returned.
+	lost    bool
+	lostVal int64
 }
 
 // maxSend caps what a sendto copies: a stream socket takes a short send
@@ -32,7 +37,7 @@ const maxSend = 4 << 20
 // decide checks one notification and answers with a value or an errno;
 // gone means there is no one to answer.
 func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
-	cl := call{n: n, kind: n.Data.Call(), tid: int(n.Pid)}
+	cl := call{n: n, kind: n.Data.Call(), tid: int(n.Pid), w: w}
 	switch cl.kind {
 	case seccomp.CallOther:
 		// A filter this checker does not know: refuse, never run.
@@ -222,6 +227,9 @@ func (c *Checker) perform(cl *call, addr []byte) (int64, unix.Errno) {
 		if e != 0 {
 			return 0, e
 		}
+		if cl.lost {
+			return cl.lostVal, 0
+		}
 		return int64(sent), 0
 	}
 	return 0, unix.ENOSYS
@@ -265,6 +273,15 @@ func (c *Checker) blocking(cl *call, op func() unix.Errno) unix.Errno {
 		return unix.EBADF
 	}
 	c.imu.Lock()
+	if l, ok := c.lost[st.Ino]; ok {
+		delete(c.lost, st.Ino)
+		if l.kind == cl.kind && string(l.addr) == string(cl.addr) && string(l.data) == string(cl.data) && time.Since(l.at) < lostFor {
+			c.imu.Unlock()
+			c.stats.adopted.Add(1)
+			cl.lost, cl.lostVal = true, l.val
+			return 0
+		}
+	}
 	if f := c.inflight[st.Ino]; f != nil {
 		if f.kind == cl.kind && string(f.addr) == string(cl.addr) && string(f.data) == string(cl.data) && !c.validID(f.id) {
 			f.id = cl.n.ID
@@ -281,7 +298,7 @@ func (c *Checker) blocking(cl *call, op func() unix.Errno) unix.Errno {
 	f := &inflight{id: cl.n.ID, kind: cl.kind, addr: cl.addr, data: cl.data}
 	c.inflight[st.Ino] = f
 	c.imu.Unlock()
-	return c.sliced(cl, op, func() (uint64, bool) {
+	e := c.sliced(cl, op, func() (uint64, bool) {
 		c.imu.Lock()
 		defer c.imu.Unlock()
 		if c.inflight[st.Ino] == f {
@@ -289,6 +306,11 @@ func (c *Checker) blocking(cl *call, op func() unix.Errno) unix.Errno {
 		}
 		return f.id, true
 	})
+	if e == 0 && cl.w != nil {
+		// Should its answer find no one (handle), the restart gets it.
+		cl.w.done = &lostCall{ino: st.Ino, kind: cl.kind, addr: cl.addr, data: cl.data}
+	}
+	return e
 }
 
 // sliced is blocking's loop. finish, when set, ends the in-flight record
