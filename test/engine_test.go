@@ -855,12 +855,14 @@ func testPodmanProbeSpeaksPodman(t *testing.T, pe *engine) {
 // helpersScript leaves two detached helpers behind, both up before the
 // runner exits 3: A in a session of its own, catching SIGTERM and going on
 // (it needs SIGKILL); B double-forked, exiting on SIGTERM. Each logs what
-// it got to /out/log.
+// it got to /out/log. The scripts' waits in the container are bounded at
+// 15 s of sleeps, as readyTimeout bounds the host's: they catch a hang
+// and assert nothing about timing.
 const helpersScript = `echo "pid1=$(cat /proc/1/comm)"
 setsid sh -c 'trap "echo A-term >> /out/log" TERM; echo A-up >> /out/log; while :; do sleep 0.05; done' &
 ( sh -c 'trap "echo B-term >> /out/log; exit 0" TERM; echo B-up >> /out/log; while :; do sleep 0.05; done' & )
 i=0
-while [ "$(grep -c up /out/log 2>/dev/null)" != 2 ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done
+while [ "$(grep -c up /out/log 2>/dev/null)" != 2 ] && [ $i -lt 750 ]; do sleep 0.02; i=$((i+1)); done
 exit 3`
 
 // Detached helpers that ignore SIGTERM are sent SIGTERM, then SIGKILLed by
@@ -1056,7 +1058,7 @@ const listenersScript = `nc -ll -p 8081 -e /bin/echo hello-8081 &
 nc -ll -p 8082 -e /bin/echo hello-8082 &
 i=0
 until nc 127.0.0.1 8081 </dev/null >/dev/null 2>&1 && nc 127.0.0.1 8082 </dev/null >/dev/null 2>&1; do
-	i=$((i+1)); [ $i -gt 200 ] && { echo "listeners never came up" >&2; exit 99; }
+	i=$((i+1)); [ $i -gt 750 ] && { echo "listeners never came up" >&2; exit 99; }
 	sleep 0.02
 done
 runner=$1; shift
@@ -1101,7 +1103,7 @@ func testPodmanNetNone(t *testing.T, pe *engine) {
 // /np), which connects to it and to a socket it binds itself.
 const unixSocketsScript = `mkdir -p /tmp/own
 /np unix-listen /tmp/host.sock /tmp/ready &
-i=0; while [ ! -e /tmp/ready ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
+i=0; while [ ! -e /tmp/ready ] && [ $i -lt 1500 ]; do sleep 0.01; i=$((i+1)); done
 /usr/local/bin/corral --net none -- /np unix /tmp/host.sock unix-self /tmp/own/own.sock
 echo "corral=$?"`
 
