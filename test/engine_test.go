@@ -10,7 +10,9 @@ package test
 // /app/runner, with deploy/Dockerfile's ENTRYPOINT. Every container, pod,
 // volume and image a test creates carries a name it chose, and only those
 // names are removed; the rootless user is created here and removed with
-// everything it ran.
+// everything it ran. No name is fixed (each holds a random run id), nor
+// any host port, so a run never meets another's resources; what a run
+// killed before its cleanups left, the next run removes (sweepStaleRuns).
 //
 // A subtest whose name ends in "-issue20-pN" or "-issue18" waits on that
 // fix (issue 20's point N, or issue 18's network policy in subreaper mode)
@@ -24,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,9 +47,6 @@ const (
 	podmanTimeout = 60 * time.Second // one podman command (a run included)
 	stopTimeout   = 30               // podman stop -t: far above any grace used here
 )
-
-// The image deploy/deployment.yaml names; kube play finds it in local storage.
-const manifestImage = "registry.example.com/runner:1.0.0"
 
 // Paths inside the test image.
 const (
@@ -430,8 +430,12 @@ func setupEngine(t *testing.T, rootless bool) *engine {
 		t.Fatal(err)
 	}
 	pe.dir = dir
+	pe.holdRunLock(t)
 	pe.conf = filepath.Join(dir, "containers.conf")
 	writeContainersConf(t, pe.conf)
+	if !rootless {
+		pe.sweepStaleRuns(t)
+	}
 	if rootless {
 		pe.createUser(t)
 	}
@@ -442,6 +446,143 @@ func setupEngine(t *testing.T, rootless bool) *engine {
 	t.Cleanup(func() { pe.podman(t, "rmi", "--force", pe.image) })
 	pe.must(t, "import", "--change", "ENTRYPOINT "+string(ep), "--change", "ENV PATH="+imagePath, tarball, pe.image)
 	return pe
+}
+
+// runLockDir holds one lock file per engine of a live test process,
+// named after the engine's run id and holding the process's baseDir. The
+// process
+// holds the file's flock until it exits, however it exits: a lock nobody
+// holds is a run that died (SIGKILL, go test's -timeout panic) before its
+// cleanups ran.
+var runLockDir = filepath.Join(os.TempDir(), "corral-engine-test")
+
+// holdRunLock takes the engine's run lock before the engine creates
+// anything; the lock goes after everything else the test removes.
+func (pe *engine) holdRunLock(t *testing.T) {
+	t.Helper()
+	if err := os.MkdirAll(runLockDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Locked under a temporary name, then renamed into place: a sweeper
+	// never sees the lock file unheld.
+	tmp := filepath.Join(runLockDir, "."+pe.run+".tmp")
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(baseDir); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(runLockDir, pe.run+".lock")
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.Remove(path)
+		os.Remove(pausePath(pe.run))
+		f.Close()
+	})
+}
+
+// pausePath marks a run that may make podman's pause image (kube play
+// builds it when the storage has none): after a dead run so marked, the
+// pause images are removed (not forced, so not while a pod uses one).
+func pausePath(run string) string { return filepath.Join(runLockDir, run+".pause") }
+
+// staleRun returns the baseDir of run when its lock file exists and no
+// process holds it. A run without a lock file is not judged: it is a live
+// one of older test code, or none of this test's.
+func staleRun(run string) (dir string, stale bool) {
+	f, err := os.Open(filepath.Join(runLockDir, run+".lock"))
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return "", false
+	}
+	data, _ := io.ReadAll(f)
+	return string(data), true
+}
+
+// ownName finds the run id in the name of a container, pod, volume, user or
+// image an engine of this test created.
+var ownName = regexp.MustCompile(`^(?:corral-et-|localhost/corral-engine-test:)([0-9a-f]{8})(?:-|$)`)
+
+// sweepStaleRuns removes what engines of dead test processes left behind,
+// by the names they gave it: the rootful storage's containers, pods,
+// volumes and images, and each rootless test user with everything it ran
+// and stored. A live run, of this process or another, is left alone.
+func (pe *engine) sweepStaleRuns(t *testing.T) {
+	t.Helper()
+	dirs := map[string]string{}
+	stale := func(name string) bool {
+		m := ownName.FindStringSubmatch(name)
+		if m == nil || m[1] == pe.run {
+			return false
+		}
+		if _, ok := dirs[m[1]]; ok {
+			return true
+		}
+		dir, ok := staleRun(m[1])
+		if ok {
+			dirs[m[1]] = dir
+		}
+		return ok
+	}
+	for _, name := range strings.Fields(pe.must(t, "pod", "ls", "--format", "{{.Name}}")) {
+		if stale(name) {
+			pe.podman(t, "pod", "rm", "--force", "--ignore", "--time", "0", name)
+		}
+	}
+	for _, name := range strings.Fields(pe.must(t, "ps", "--all", "--format", "{{.Names}}")) {
+		if stale(name) {
+			pe.podman(t, "rm", "--force", "--time", "0", "--volumes", "--ignore", name)
+		}
+	}
+	for _, name := range strings.Fields(pe.must(t, "volume", "ls", "--format", "{{.Name}}")) {
+		if stale(name) {
+			pe.podman(t, "volume", "rm", "--force", name)
+		}
+	}
+	for _, ref := range strings.Fields(pe.must(t, "images", "--format", "{{.Repository}}:{{.Tag}}")) {
+		if stale(ref) {
+			pe.podman(t, "rmi", "--force", ref)
+		}
+	}
+	passwd, _ := os.ReadFile("/etc/passwd")
+	for _, line := range strings.Split(string(passwd), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) < 7 || !stale(f[0]) {
+			continue
+		}
+		uid, err1 := strconv.Atoi(f[2])
+		gid, err2 := strconv.Atoi(f[3])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		old := &engine{name: "rootless", rootless: true, user: f[0], uid: uid, gid: gid, home: f[5],
+			xdg: fmt.Sprintf("/run/user/%d", uid)}
+		old.removeUser(t)
+	}
+	for run, dir := range dirs {
+		t.Logf("removing what the dead test run %s left behind", run)
+		if _, err := os.Stat(pausePath(run)); err == nil {
+			for _, ref := range strings.Fields(pe.must(t, "images", "--format", "{{.Repository}}:{{.Tag}}")) {
+				if strings.HasPrefix(ref, "localhost/podman-pause:") {
+					pe.podman(t, "rmi", ref)
+				}
+			}
+			os.Remove(pausePath(run))
+		}
+		if strings.HasPrefix(dir, filepath.Join(os.TempDir(), "corral-test-")) && !strings.Contains(dir, "..") {
+			os.RemoveAll(dir)
+		}
+		os.Remove(filepath.Join(runLockDir, run+".lock"))
+	}
 }
 
 // createUser creates the rootless test user with subordinate ids, and a
@@ -494,6 +635,10 @@ func (pe *engine) createUser(t *testing.T) {
 }
 
 func (pe *engine) removeUser(t *testing.T) {
+	if pe.uid < 1000 || !strings.HasPrefix(pe.user, "corral-et-") {
+		t.Errorf("not removing user %q (uid %d): not a rootless test user", pe.user, pe.uid)
+		return
+	}
 	// Every process of this uid, or of its subordinate uids, was started
 	// by the test through podman (the user did not exist before it).
 	ours := subordinateUIDs(pe.user)
@@ -710,12 +855,14 @@ func testPodmanProbeSpeaksPodman(t *testing.T, pe *engine) {
 // helpersScript leaves two detached helpers behind, both up before the
 // runner exits 3: A in a session of its own, catching SIGTERM and going on
 // (it needs SIGKILL); B double-forked, exiting on SIGTERM. Each logs what
-// it got to /out/log.
+// it got to /out/log. The scripts' waits in the container are bounded at
+// 15 s of sleeps, as readyTimeout bounds the host's: they catch a hang
+// and assert nothing about timing.
 const helpersScript = `echo "pid1=$(cat /proc/1/comm)"
 setsid sh -c 'trap "echo A-term >> /out/log" TERM; echo A-up >> /out/log; while :; do sleep 0.05; done' &
 ( sh -c 'trap "echo B-term >> /out/log; exit 0" TERM; echo B-up >> /out/log; while :; do sleep 0.05; done' & )
 i=0
-while [ "$(grep -c up /out/log 2>/dev/null)" != 2 ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done
+while [ "$(grep -c up /out/log 2>/dev/null)" != 2 ] && [ $i -lt 750 ]; do sleep 0.02; i=$((i+1)); done
 exit 3`
 
 // Detached helpers that ignore SIGTERM are sent SIGTERM, then SIGKILLed by
@@ -911,7 +1058,7 @@ const listenersScript = `nc -ll -p 8081 -e /bin/echo hello-8081 &
 nc -ll -p 8082 -e /bin/echo hello-8082 &
 i=0
 until nc 127.0.0.1 8081 </dev/null >/dev/null 2>&1 && nc 127.0.0.1 8082 </dev/null >/dev/null 2>&1; do
-	i=$((i+1)); [ $i -gt 200 ] && { echo "listeners never came up" >&2; exit 99; }
+	i=$((i+1)); [ $i -gt 750 ] && { echo "listeners never came up" >&2; exit 99; }
 	sleep 0.02
 done
 runner=$1; shift
@@ -956,7 +1103,7 @@ func testPodmanNetNone(t *testing.T, pe *engine) {
 // /np), which connects to it and to a socket it binds itself.
 const unixSocketsScript = `mkdir -p /tmp/own
 /np unix-listen /tmp/host.sock /tmp/ready &
-i=0; while [ ! -e /tmp/ready ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done
+i=0; while [ ! -e /tmp/ready ] && [ $i -lt 1500 ]; do sleep 0.01; i=$((i+1)); done
 /usr/local/bin/corral --net none -- /np unix /tmp/host.sock unix-self /tmp/own/own.sock
 echo "corral=$?"`
 
@@ -1070,37 +1217,105 @@ func testPodmanDieWithParentInit(t *testing.T, pe *engine) {
 	}
 }
 
-// kubeManifest is the Deployment kube play gets: deploy/deployment.yaml
-// itself rootful; rootless, a copy without what rootless podman on cgroup
-// v1 cannot do (resource limits need a cgroup it cannot create; ports need
-// a network, and rootless runs here have none).
-func (pe *engine) kubeManifest(t *testing.T) string {
+// kubeManifest is the Deployment kube play gets: a copy of
+// deploy/deployment.yaml under names of this run, so that no two runs
+// (nor a dead run's leftovers) meet on a pod, volume or image name, and
+// listening on a port free at run time instead of the manifest's 8080.
+// Its Deployment is named after the run (its pods take that name), its
+// emptyDir volume too, and its image is the test's. Rootless, the copy
+// also lacks what rootless podman on cgroup v1 cannot do (resource limits
+// need a cgroup it cannot create; ports need a network, and rootless runs
+// here have none).
+type kubeManifest struct {
+	path   string // the copy kube play and kube down get
+	name   string // the Deployment's: every pod of it starts with name + "-"
+	volume string // the emptyDir holding corral's state, or ""
+	port   int    // the runner's --listen port, and the containerPort
+	spec   deployment
+}
+
+func (pe *engine) kubeManifest(t *testing.T) kubeManifest {
 	t.Helper()
-	orig, err := filepath.Abs(filepath.Join("..", "deploy", "deployment.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !pe.rootless {
-		return orig
-	}
+	km := kubeManifest{name: fmt.Sprintf("corral-et-%s-kube", pe.run), port: freePort(t, "")}
 	var doc map[string]any
 	if err := yaml.Unmarshal(deployFile(t, "deployment.yaml"), &doc); err != nil {
 		t.Fatal(err)
 	}
+	doc["metadata"].(map[string]any)["name"] = km.name
 	spec := doc["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	renamed := map[string]string{}
+	for _, v := range spec["volumes"].([]any) {
+		v := v.(map[string]any)
+		if _, ok := v["emptyDir"]; ok {
+			old := v["name"].(string)
+			km.volume = km.name + "-" + old
+			renamed[old] = km.volume
+			v["name"] = km.volume
+		}
+	}
 	for _, c := range spec["containers"].([]any) {
-		delete(c.(map[string]any), "resources")
-		delete(c.(map[string]any), "ports")
+		c := c.(map[string]any)
+		c["image"] = pe.image
+		for _, m := range c["volumeMounts"].([]any) {
+			m := m.(map[string]any)
+			if n, ok := renamed[m["name"].(string)]; ok {
+				m["name"] = n
+			}
+		}
+		// The runner's --listen :PORT, and the containerPort (and
+		// hostPort, if the manifest had one) that names it.
+		args := c["args"].([]any)
+		listen := ""
+		for i := range args[:len(args)-1] {
+			if args[i] == "--listen" {
+				listen = strings.TrimPrefix(args[i+1].(string), ":")
+				args[i+1] = fmt.Sprintf(":%d", km.port)
+			}
+		}
+		if listen == "" {
+			t.Fatalf("deploy/deployment.yaml: the runner's args %q have no --listen", args)
+		}
+		ports, _ := c["ports"].([]any)
+		for _, p := range ports {
+			p := p.(map[string]any)
+			for _, key := range []string{"containerPort", "hostPort"} {
+				if fmt.Sprint(p[key]) == listen {
+					p[key] = km.port
+				}
+			}
+		}
+		if pe.rootless {
+			delete(c, "resources")
+			delete(c, "ports")
+		}
 	}
 	data, err := yaml.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(pe.dir, "deployment-rootless.yaml")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	if err := yaml.Unmarshal(data, &km.spec); err != nil {
 		t.Fatal(err)
 	}
-	return path
+	km.path = filepath.Join(pe.dir, "deployment-"+pe.name+".yaml")
+	if err := os.WriteFile(km.path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return km
+}
+
+// removeKube removes what kube play of km made, whatever state it is in
+// (kube down, then each pod and volume by the names km gave them).
+func (pe *engine) removeKube(t *testing.T, km kubeManifest) {
+	t.Helper()
+	pe.podman(t, "kube", "down", km.path)
+	for _, name := range strings.Fields(pe.podman(t, "pod", "ls", "--format", "{{.Name}}").stdout) {
+		if strings.HasPrefix(name, km.name+"-") {
+			pe.podman(t, "pod", "rm", "--force", "--ignore", "--time", "0", name)
+		}
+	}
+	if km.volume != "" {
+		pe.podman(t, "volume", "rm", "--force", km.volume)
+	}
 }
 
 // kube play of deploy/ runs corral as PID 1 of the pod's container in front
@@ -1108,25 +1323,8 @@ func (pe *engine) kubeManifest(t *testing.T) string {
 // whose grace ends below podman's stop timeout; the state file on the
 // emptyDir says how it ended; kube down leaves nothing.
 func testPodmanKubePlay(t *testing.T, pe *engine) {
-	manifest := pe.kubeManifest(t)
-	var d deployment
-	if err := yaml.Unmarshal(deployFile(t, "deployment.yaml"), &d); err != nil {
-		t.Fatal(err)
-	}
-	c := d.Spec.Template.Spec.Containers[0]
-	var stateVolume string
-	for _, v := range d.Spec.Template.Spec.Volumes {
-		if _, ok := v["emptyDir"]; ok {
-			stateVolume, _ = v["name"].(string)
-		}
-	}
-	// What kube play would reuse and kube down remove must not exist yet.
-	if pe.podman(t, "image", "exists", c.Image).code == 0 {
-		t.Fatalf("%s already exists in the %s storage: the test will not replace it", c.Image, pe.name)
-	}
-	if stateVolume != "" && pe.podman(t, "volume", "exists", stateVolume).code == 0 {
-		t.Fatalf("volume %s already exists in the %s storage: kube down would remove it", stateVolume, pe.name)
-	}
+	km := pe.kubeManifest(t)
+	c := km.spec.Spec.Template.Spec.Containers[0]
 	// kube play builds podman's pause image for the pod's infra container
 	// when the storage has none: the test removes it only if it made it.
 	pauseImages := func() []string {
@@ -1139,23 +1337,30 @@ func testPodmanKubePlay(t *testing.T, pe *engine) {
 		return out
 	}
 	pauseBefore := pauseImages()
+	if len(pauseBefore) == 0 && !pe.rootless {
+		// If this process dies before its cleanup, the next run removes
+		// the pause image kube play is about to make.
+		if err := os.WriteFile(pausePath(pe.run), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	volumesBefore := strings.Fields(pe.must(t, "volume", "ls", "--quiet"))
 	t.Cleanup(func() {
-		pe.podman(t, "rmi", c.Image)
 		for _, ref := range pauseImages() {
 			if !slices.Contains(pauseBefore, ref) {
 				pe.podman(t, "rmi", ref)
 			}
 		}
 	})
-	pe.must(t, "tag", pe.image, c.Image)
+	// Registered before kube play: a play that fails half-way, or a step
+	// after it that fails, leaves nothing either.
+	t.Cleanup(func() { pe.removeKube(t, km) })
 
 	play := []string{"kube", "play"}
 	if pe.rootless {
 		play = append(play, "--network", "none")
 	}
-	out := pe.must(t, append(play, manifest)...)
-	t.Cleanup(func() { pe.podman(t, "kube", "down", manifest) })
+	out := pe.must(t, append(play, km.path)...)
 	podID := ""
 	if _, rest, ok := strings.Cut(out, "Pod:\n"); ok {
 		podID, _, _ = strings.Cut(rest, "\n")
@@ -1172,6 +1377,15 @@ func testPodmanKubePlay(t *testing.T, pe *engine) {
 	if name == "" {
 		t.Fatalf("pod %s has no container %s", podID, c.Name)
 	}
+	if os.Getenv("CORRAL_TEST_KUBE_FAIL") == "after-play" {
+		// For proving the cleanup: fail (or hang, for a SIGKILL from
+		// outside) with the pod and its volume in place.
+		t.Fatalf("CORRAL_TEST_KUBE_FAIL=after-play: failing with pod %s up", podID)
+	}
+	if os.Getenv("CORRAL_TEST_KUBE_FAIL") == "hang-after-play" {
+		t.Logf("CORRAL_TEST_KUBE_FAIL=hang-after-play: pod %s up, waiting to be killed", podID)
+		select {}
+	}
 	pe.waitLog(t, name, "runner: up: "+strings.Join(c.Args[1:], " "))
 
 	// corral is PID 1 of the container, as the manifest's uid, and says
@@ -1187,8 +1401,8 @@ func testPodmanKubePlay(t *testing.T, pe *engine) {
 	if comm := pe.must(t, "exec", name, "cat", "/proc/1/comm"); strings.TrimSpace(comm) != "corral" {
 		t.Errorf("PID 1 of the pod's container is %q, not corral", comm)
 	}
-	if got := pe.podman(t, "exec", name, "nc", "127.0.0.1", "8080"); !strings.Contains(got.stdout, "hello from the runner") {
-		t.Errorf("the runner's listener does not answer: %v", got)
+	if got := pe.podman(t, "exec", name, "nc", "127.0.0.1", strconv.Itoa(km.port)); !strings.Contains(got.stdout, "hello from the runner") {
+		t.Errorf("the runner's listener on %d does not answer: %v", km.port, got)
 	}
 	// corral's grace ends below the stop timeout podman gives the
 	// container (kube play ignores terminationGracePeriodSeconds).
@@ -1215,8 +1429,8 @@ func testPodmanKubePlay(t *testing.T, pe *engine) {
 	if code := pe.exitCode(t, name); code != 0 {
 		t.Errorf("want the runner's status 0, got %d:\n%s", code, logs)
 	}
-	if stateVolume != "" {
-		mountpoint := strings.TrimSpace(pe.must(t, "volume", "inspect", "--format", "{{.Mountpoint}}", stateVolume))
+	if km.volume != "" {
+		mountpoint := strings.TrimSpace(pe.must(t, "volume", "inspect", "--format", "{{.Mountpoint}}", km.volume))
 		var statePath string
 		if i := slices.Index(c.Command, "--state"); i >= 0 {
 			statePath = c.Command[i+1]
@@ -1225,7 +1439,7 @@ func testPodmanKubePlay(t *testing.T, pe *engine) {
 		wantState(t, doc, map[string]any{"phase": "exited", "termination_signal": 15, "runner_exit_code": 0, "active_children": 0})
 	}
 
-	pe.must(t, "kube", "down", manifest)
+	pe.must(t, "kube", "down", km.path)
 	if pe.podman(t, "pod", "exists", podID).code == 0 {
 		t.Errorf("kube down left pod %s", podID)
 	}
@@ -1236,8 +1450,9 @@ func testPodmanKubePlay(t *testing.T, pe *engine) {
 		t.Errorf("kube down left the pod's containers: %q", left)
 	}
 	for _, v := range strings.Fields(pe.must(t, "volume", "ls", "--quiet")) {
-		// Other cases of this test make volumes of their own meanwhile.
-		if !slices.Contains(volumesBefore, v) && !strings.HasPrefix(v, "corral-et-") {
+		// Other cases of this test, and other runs, make volumes of
+		// their own meanwhile: theirs start with corral-et- too.
+		if !slices.Contains(volumesBefore, v) && (!strings.HasPrefix(v, "corral-et-") || strings.HasPrefix(v, km.name)) {
 			t.Errorf("kube down left volume %s", v)
 		}
 	}
