@@ -220,7 +220,10 @@ func TestEarlyCancelSignals(t *testing.T) {
 				rounds(t, 20, func(t *testing.T, round int) {
 					e := newEnv(t, m)
 					state := e.file("state.json")
-					c := e.start(e.args(opts(state, "0.2"), []string{"/bin/sleep", "1000"}), e.markerEnv())
+					// A grace the runner's death by the signal fits in on a
+					// loaded machine: past it, SIGKILL, and 137 (under two
+					// CPU hogs, 0.2 s was too short for SIGQUIT's core path).
+					c := e.start(e.args(opts(state, "5"), []string{"/bin/sleep", "1000"}), e.markerEnv())
 					deadline := time.Now().Add(readyTimeout)
 					for {
 						if _, err := os.Stat(state); err == nil {
