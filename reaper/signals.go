@@ -7,8 +7,8 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
-	"unsafe"
 
+	"github.com/corral-sh/corral/internal/sigstart"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,15 +34,9 @@ func IsCancelling(s syscall.Signal) bool {
 // (Go's profiler), 32 and 33 (the C library's threads), and SIGKILL and
 // SIGSTOP, which cannot be caught.
 
-// urgentSignals are registered first, before anything else at start,
-// with SIGPIPE (on a channel of its own): the Go runtime's default for
-// each is death or a goroutine dump. The faults past SIGABRT cost no
-// round trip to the runtime's signal thread (they are not "notify"
-// signals in its table).
-var urgentSignals = []syscall.Signal{
-	unix.SIGQUIT, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGABRT,
-	unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGSYS, unix.SIGSTKFLT,
-}
+// The signals whose Go default is fatal, and SIGPIPE, are registered
+// first, before anything else at start (package sigstart, which a run's
+// package early starts before main).
 
 // laterSignals are the forwarded signals whose Go default is to drop
 // them (or, for the job-control ones, the kernel's default, to stop).
@@ -65,28 +59,24 @@ var laterSignals = [...]syscall.Signal{
 type Signals struct {
 	children chan os.Signal // SIGCHLD: an edge, a buffer of one is enough
 	incoming chan os.Signal // cancelling and forwarded signals
-	pipe     chan os.Signal // SIGPIPE: caught so a closed stderr cannot kill corral; never read
-	ignored  [65]bool       // ignored when the process started: neither acted on nor forwarded
-	done     chan struct{}  // closed once every signal is registered
-
-	urgent chan struct{} // closed once SIGPIPE and the urgent signals are registered
+	first    *sigstart.Start
+	done     chan struct{} // closed once every signal is registered
 }
 
 // CatchSignals registers every signal corral handles, in this process, in
-// the background, in three steps: SIGPIPE, then the signals whose Go
-// default is fatal (a goroutine dump, or death), then the rest. Call it at
-// the process's start, once. WaitUrgent returns after the second step: a
-// process must not write to its stdout or stderr before it (a closed pipe
-// would kill it), nor decide whether it was cancelled. Wait returns after
-// the third: nothing may let the runner run before it.
+// three steps: the signals whose Go default is fatal (a goroutine dump, or
+// death), before it returns; SIGPIPE; and the rest, in the background.
+// Call it at the process's start, once, or AdoptSignals. WaitUrgent
+// returns after the second step: a process must not write to its stdout
+// or stderr before it (a closed pipe would kill it), nor decide whether it
+// was cancelled. Wait returns after the third: nothing may let the runner
+// run before it.
 //
-// The registration is not on the launch's path: each signal costs a
-// round trip to the Go runtime's signal thread, and the first one makes
-// that thread, some 0.2 ms for the fatal ones alone, while the process
-// goes on parsing its options and starting its init or runner. A signal
-// that comes before its registration gets the Go default, as one does in
-// the runtime's own start: registering in the process's first instruction
-// and waiting for it would not close that window, only delay the launch.
+// Only the first step is on the launch's path (sigstart.Begin, which also
+// makes the Go runtime's signal thread): a fatal signal must be caught
+// before the process does anything a caller can see. Each of the
+// rest costs a round trip to that thread (about 10 µs), while the process
+// goes on parsing its options and starting its init or runner.
 //
 // A signal the caller left ignored (nohup, a non-interactive shell's &)
 // stays ignored: registering it would un-ignore it, for corral and, as
@@ -94,12 +84,20 @@ type Signals struct {
 // inherited SIG_IGN only for SIGHUP, SIGINT and the job-control signals
 // (it installs its own handler for the others before any of corral's
 // code runs, golang/go#22497), so those are the ones corral can keep.
-func CatchSignals() *Signals {
-	s := newSignals()
+func CatchSignals() *Signals { return AdoptSignals(sigstart.Begin()) }
+
+// AdoptSignals finishes the registration whose first two steps first
+// began (cmd/corral/internal/early begins them before main): it registers
+// the rest in the background, once first's are done.
+func AdoptSignals(first *sigstart.Start) *Signals {
+	s := &Signals{
+		children: make(chan os.Signal, 1),
+		incoming: first.Incoming,
+		first:    first,
+		done:     make(chan struct{}),
+	}
 	go func() {
-		signal.Notify(s.pipe, unix.SIGPIPE)
-		signal.Notify(s.incoming, s.wanted(urgentSignals)...)
-		close(s.urgent)
+		first.Wait()
 		s.background()
 	}()
 	return s
@@ -107,7 +105,7 @@ func CatchSignals() *Signals {
 
 // WaitUrgent returns once SIGPIPE and the signals whose Go default is
 // fatal are registered.
-func (s *Signals) WaitUrgent() { <-s.urgent }
+func (s *Signals) WaitUrgent() { s.first.Wait() }
 
 // background registers the rest (SIGCHLD among them: whoever waits reaps
 // once after Wait, so an exit before it is not missed) and reserves the
@@ -116,7 +114,7 @@ func (s *Signals) background() {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		signal.Notify(s.children, unix.SIGCHLD)
-		signal.Notify(s.incoming, s.wanted(laterSignals[:])...)
+		signal.Notify(s.incoming, s.first.Wanted(laterSignals[:])...)
 	})
 	wg.Go(func() { reserveThreads(spareThreads) })
 	go func() {
@@ -164,34 +162,10 @@ func reserveThreads(n int) {
 	done.Wait()
 }
 
-func newSignals() *Signals {
-	s := &Signals{
-		children: make(chan os.Signal, 1),
-		incoming: make(chan os.Signal, 128),
-		pipe:     make(chan os.Signal, 1),
-		urgent:   make(chan struct{}),
-		done:     make(chan struct{}),
-	}
-	for _, sig := range keptIgnored {
-		s.ignored[sig] = dispositionIgnored(sig)
-	}
-	return s
-}
-
 // CatchPipe makes a write to a closed pipe return EPIPE in this process
 // instead of killing it, which is all a short-lived stage needs.
 func CatchPipe() {
 	signal.Notify(make(chan os.Signal, 1), unix.SIGPIPE)
-}
-
-func (s *Signals) wanted(sigs []syscall.Signal) []os.Signal {
-	out := make([]os.Signal, 0, len(sigs))
-	for _, sig := range sigs {
-		if !s.ignored[sig] {
-			out = append(out, sig)
-		}
-	}
-	return out
 }
 
 // drain returns the signals already received, without waiting.
@@ -222,27 +196,7 @@ func (s *Signals) Stop() {
 	s.Wait()
 	signal.Stop(s.children)
 	signal.Stop(s.incoming)
-	signal.Stop(s.pipe)
-}
-
-// keptIgnored are the signals whose inherited SIG_IGN survives the Go
-// runtime's start: it installs its own handler for every other one
-// before main runs, and asking the kernel about those would only show it.
-var keptIgnored = []syscall.Signal{unix.SIGHUP, unix.SIGINT, unix.SIGCONT, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU}
-
-// dispositionIgnored asks the kernel for sig's current disposition.
-// signal.Ignored knows only SIGHUP and SIGINT; rt_sigaction with no new
-// action changes nothing and also answers for the job-control signals,
-// which the Go runtime leaves as it found them.
-func dispositionIgnored(sig syscall.Signal) bool {
-	if sig == unix.SIGKILL || sig == unix.SIGSTOP {
-		return false
-	}
-	// struct kernel_sigaction begins with the handler on every Linux
-	// architecture Go supports but mips, whose flags come first.
-	var old [4]uint64
-	_, _, errno := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old[0])), 8, 0, 0)
-	return errno == 0 && old[0] == 1 // SIG_IGN
+	signal.Stop(s.first.Pipe)
 }
 
 // jobStop are the signals a terminal sends to stop a job (Ctrl-Z, and a

@@ -13,6 +13,7 @@ import (
 
 	"github.com/corral-sh/corral/cmd/corral/internal/early"
 	"github.com/corral-sh/corral/internal/exitstatus"
+	"github.com/corral-sh/corral/reaper"
 	"github.com/corral-sh/corral/sandbox"
 	"golang.org/x/sys/unix"
 )
@@ -45,10 +46,14 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 	if len(args) > 0 && early.IsSubcommand(args[0]) {
 		return subcommand(args[0])(args[1:], stdout, stderr)
 	}
+	var sigs *reaper.Signals // nil in a test binary: sandbox makes its own
+	if early.Start != nil {
+		sigs = reaper.AdoptSignals(early.Start)
+	}
 	opts, notes, err := parseRunNoted(args, lookup)
-	if err != nil && early.Signals != nil {
+	if err != nil && sigs != nil {
 		// Before anything is written: a closed pipe must not kill corral.
-		early.Signals.WaitUrgent()
+		sigs.WaitUrgent()
 	}
 	switch {
 	case err == errHelp:
@@ -64,12 +69,12 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 			fmt.Fprintf(stderr, "corral: %s\n", n)
 		}
 	}
-	opts.Signals = early.Signals
+	opts.Signals = sigs
 	opts.Parent = takeParent(opts.DieWithParent)
 	status, err := sandbox.Launch(opts)
 	if err != nil {
-		if early.Signals != nil {
-			early.Signals.WaitUrgent()
+		if sigs != nil {
+			sigs.WaitUrgent()
 		}
 		fmt.Fprintf(stderr, "corral: %v\n", err)
 		if status == 0 {
