@@ -70,9 +70,10 @@ func role(path string) string {
 // shared are the packages beneath sandbox/internal that are no process
 // role of their own: the protocol (stage), the run's plan as data (plan),
 // and the parts a role runs (explain for the host side and the probe,
-// sockcheck for the engine, egress for the host side). Any role may
+// sockcheck for the engine, egress for the host side, portwatch for
+// the host side and the init). Any role may
 // import them; they import no role.
-var shared = map[string]bool{"stage": true, "plan": true, "explain": true, "sockcheck": true, "egress": true}
+var shared = map[string]bool{"stage": true, "plan": true, "explain": true, "sockcheck": true, "egress": true, "portwatch": true}
 
 // violations lists the imports of pkgs that run against the layout.
 func violations(pkgs []goPackage) []string {

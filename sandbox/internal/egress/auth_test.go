@@ -217,6 +217,13 @@ func TestForwardAndDirectLogged(t *testing.T) {
 	if string(got) != "got 5 bytes" {
 		t.Fatalf("forward: %q", got)
 	}
+	// The forward's end line is written when the proxy sees the close:
+	// wait for it, so that the lines below come in a known order.
+	for deadline := time.Now().Add(hangLimit); len(readLog(t, path)) < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no end line for the forward: %v", readLog(t, path))
+		}
+	}
 	for range 2 {
 		tp.Direct(netip.MustParseAddrPort("[::ffff:192.0.2.7]:443"), "connect past the proxy")
 	}
