@@ -31,7 +31,9 @@ import (
 // happen inside (listening, starting corral, which inherits the thread's
 // namespace). The thread is never unlocked, so it ends with the goroutine
 // when the test ends, and the namespace with the last socket or process
-// in it.
+// in it. Should that thread be the main thread, the Go runtime keeps it,
+// in the namespace, and /proc/net (the main thread's) shows the namespace
+// from then on: other tests read /proc/thread-self/net.
 type netns struct {
 	do   chan func()
 	quit chan struct{}

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -348,10 +349,16 @@ func (s *tcpServer) waitAllEOF() int {
 func tcpListeners(t *testing.T) map[string]uint64 {
 	t.Helper()
 	out := map[string]uint64{}
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+	// This thread's network namespace, not the main thread's (what
+	// /proc/net shows): a test that made a namespace of its own on a
+	// locked thread (boundary_test.go's netns) may have had the main
+	// thread, which the Go runtime then keeps there.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for _, f := range []string{"/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"} {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			if f == "/proc/net/tcp6" && errors.Is(err, os.ErrNotExist) {
+			if f == "/proc/thread-self/net/tcp6" && errors.Is(err, os.ErrNotExist) {
 				continue
 			}
 			t.Fatal(err)
