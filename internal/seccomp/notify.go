@@ -90,19 +90,9 @@ func InstallWithListener(prog []unix.SockFilter) (int, error) {
 // readable first (Readable). It returns ErrGone when the notification it
 // was woken for died before it could be read.
 func Receive(listener int, n *Notif) error {
-	for {
+	return notifIoctl(listener, unix.SECCOMP_IOCTL_NOTIF_RECV, unsafe.Pointer(n), func() {
 		*n = Notif{} // the kernel refuses a buffer that is not zeroed
-		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(n)))
-		switch errno {
-		case 0:
-			return nil
-		case unix.EINTR:
-			continue
-		case unix.ENOENT:
-			return ErrGone
-		}
-		return fmt.Errorf("seccomp notification receive: %w", errno)
-	}
+	}, "receive")
 }
 
 // Readable reports, without waiting, whether a notification is pending on
@@ -146,8 +136,18 @@ func Respond(listener int, id uint64, val int64, errno unix.Errno) error {
 
 // send answers a notification; ErrGone when its caller no longer waits.
 func send(listener int, r *notifResp) error {
+	return notifIoctl(listener, unix.SECCOMP_IOCTL_NOTIF_SEND, unsafe.Pointer(r), nil, "respond")
+}
+
+// notifIoctl makes a notification ioctl on listener, again after EINTR
+// (before each try, reset, if set, prepares the buffer arg points to);
+// ENOENT, the notification died, is ErrGone.
+func notifIoctl(listener int, req uint, arg unsafe.Pointer, reset func(), what string) error {
 	for {
-		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(r)))
+		if reset != nil {
+			reset()
+		}
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), uintptr(req), uintptr(arg))
 		switch e {
 		case 0:
 			return nil
@@ -156,7 +156,7 @@ func send(listener int, r *notifResp) error {
 		case unix.ENOENT:
 			return ErrGone
 		}
-		return fmt.Errorf("seccomp notification respond: %w", e)
+		return fmt.Errorf("seccomp notification %s: %w", what, e)
 	}
 }
 
