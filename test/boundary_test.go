@@ -146,19 +146,7 @@ func (e *env) startIn(n *netns, cmd *exec.Cmd) *running {
 	if err != nil {
 		e.t.Fatalf("starting %v in the test's network namespace: %v", cmd.Args, err)
 	}
-	go func() {
-		cmd.Wait()
-		r.state = cmd.ProcessState
-		close(r.done)
-	}()
-	e.t.Cleanup(func() {
-		select {
-		case <-r.done:
-		default:
-			cmd.Process.Kill()
-			<-r.done
-		}
-	})
+	e.follow(r)
 	return r
 }
 

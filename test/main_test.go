@@ -353,20 +353,26 @@ func (e *env) startCmd(cmd *exec.Cmd) *running {
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("starting %v: %v", cmd.Args, err)
 	}
+	e.follow(r)
+	return r
+}
+
+// follow waits for r's started process in the background, and kills it
+// if the test ends before it exited.
+func (e *env) follow(r *running) {
 	go func() {
-		cmd.Wait()
-		r.state = cmd.ProcessState
+		r.cmd.Wait()
+		r.state = r.cmd.ProcessState
 		close(r.done)
 	}()
 	e.t.Cleanup(func() {
 		select {
 		case <-r.done:
 		default:
-			cmd.Process.Kill()
+			r.cmd.Process.Kill()
 			<-r.done
 		}
 	})
-	return r
 }
 
 // start starts corral with args.
