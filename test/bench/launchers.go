@@ -20,8 +20,9 @@ type launcher struct {
 	args    []string
 	missing string // why the row cannot run ("not installed", "unavailable: ...")
 
-	// launchOnly rows are references for the launch workload alone.
-	launchOnly bool
+	// launchOnly rows are references for the launch workload alone,
+	// reapOnly rows for the reap workload's.
+	launchOnly, reapOnly bool
 
 	// An option row is corral with one opt-in beside its plain row (base),
 	// in the launch workload only: what that option costs when used.
@@ -79,6 +80,9 @@ func (b *bench) defineLaunchers() []*launcher {
 		// program that forks, execs and waits for its argument, nothing
 		// else (the runner's "launch" command).
 		{name: "minimal Go launcher (reference)", path: b.runner, args: []string{"launch"}, launchOnly: true},
+		// What any Go reaper pays per orphan: a static Go program, child
+		// subreaper, blocked in wait4(-1) (the runner's "reaper" command).
+		{name: "minimal Go reaper (reference)", path: b.runner, args: []string{"reaper"}, reapOnly: true},
 	}
 	if !b.peers {
 		ls = ls[:1]
@@ -229,7 +233,7 @@ func (b *bench) probe() {
 func (b *bench) available() []*launcher {
 	var out []*launcher
 	for _, l := range b.launchers {
-		if l.missing == "" && !l.launchOnly {
+		if l.missing == "" && !l.launchOnly && !l.reapOnly {
 			out = append(out, l)
 		}
 	}
@@ -240,7 +244,7 @@ func (b *bench) available() []*launcher {
 func (b *bench) rows() []*launcher {
 	var out []*launcher
 	for _, l := range b.launchers {
-		if !l.launchOnly {
+		if !l.launchOnly && !l.reapOnly {
 			out = append(out, l)
 		}
 	}

@@ -71,7 +71,11 @@ func (b *bench) targets() {
 		if c, ok := get("reap/" + name); ok {
 			tini, ok2 := get("reap/tini -s")
 			r := c / tini
-			t.add("reap: "+name+" ≥ 1.0× tini -s", fmt.Sprintf("%.0f/s vs %.0f/s: %.2f×", c, tini, r), verdict(r >= 1.0, ok2))
+			measured := fmt.Sprintf("%.0f/s vs %.0f/s: %.2f×", c, tini, r)
+			if floor, ok := get("reap/minimal Go reaper (reference)"); ok {
+				measured += fmt.Sprintf(" (the minimal Go reaper: %.2f×)", floor/tini)
+			}
+			t.add("reap: "+name+" ≥ 1.0× tini -s", measured, verdict(r >= 1.0, ok2))
 		}
 	}
 	for _, name := range corrals {

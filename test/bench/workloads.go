@@ -121,7 +121,7 @@ func rotate(ls []*launcher, i int) []*launcher {
 func (b *bench) launch() {
 	var ls []*launcher
 	for _, l := range b.launchers {
-		if l.missing == "" {
+		if l.missing == "" && !l.reapOnly {
 			ls = append(ls, l)
 		}
 	}
@@ -161,6 +161,9 @@ func (b *bench) launch() {
 	n := b.sz.launchRuns
 	t := &table{head: []string{"launcher", "median", spreadName(n) + " (ms)", "× /bin/true", "× tini -s", "option's cost (vs the same mode plain)", "runs"}}
 	for _, l := range b.launchers {
+		if l.reapOnly {
+			continue
+		}
 		s := res[l]
 		if l.missing != "" || len(s) == 0 {
 			t.skip(l.name, orStr(l.missing, "failed"))
@@ -199,6 +202,13 @@ func orStr(s, def string) string {
 
 func (b *bench) reap() {
 	ls := b.available()
+	rows := b.rows()
+	if ref := b.find("minimal Go reaper (reference)"); ref != nil && b.peers {
+		if ref.missing == "" {
+			ls = append(ls, ref)
+		}
+		rows = append(rows, ref)
+	}
 	n := b.sz.reapOrphans
 	wall := map[*launcher]samples{}
 	rate := map[*launcher]samples{}
@@ -257,7 +267,7 @@ func (b *bench) reap() {
 	tini := rate[b.find("tini -s")].median()
 	t := &table{head: []string{"launcher", "orphans/s (median)", spreadName(b.sz.reapRuns), "× tini -s", "wall (ms)", "runner alone (ms)",
 		"CPU per orphan, reaper + orphan exit (µs)", "who reaps the orphans"}}
-	for _, l := range b.rows() {
+	for _, l := range rows {
 		s := rate[l]
 		if l.missing != "" || len(s) == 0 {
 			t.skip(l.name, orStr(l.missing, "failed"))
@@ -320,6 +330,8 @@ func reaperName(l *launcher) string {
 		return "catatonit (subreaper)"
 	case strings.HasPrefix(l.name, "dumb-init"):
 		return "the benchmark: dumb-init is no subreaper unless PID 1"
+	case l.reapOnly:
+		return "itself (subreaper, blocked in wait4)"
 	}
 	return "?"
 }

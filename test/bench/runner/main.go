@@ -44,9 +44,9 @@ func main() {
 		args = args[2:]
 	}
 	if len(args) == 0 {
-		die("usage: runner [-marker M] orphans N | detach N ignore|exit [hold] | hold | sleepers N | launch PATH [ARG...]")
+		die("usage: runner [-marker M] orphans N | detach N ignore|exit [hold] | hold | sleepers N | launch PATH [ARG...] | reaper PATH [ARG...]")
 	}
-	if !forkSupported && args[0] != "hold" && args[0] != "launch" {
+	if !forkSupported && args[0] != "hold" && args[0] != "launch" && args[0] != "reaper" {
 		die("runner: raw forks are implemented for linux/amd64 and linux/arm64 only")
 	}
 	switch args[0] {
@@ -62,6 +62,8 @@ func main() {
 		waitEOF()
 	case "launch":
 		launch(args[1:])
+	case "reaper":
+		reaper(args[1:])
 	case "sleepers":
 		n := count(args, 1)
 		for i := 0; i < n; i++ {
@@ -161,6 +163,39 @@ func launch(argv []string) {
 		os.Exit(128 + int(ws.Signal()))
 	}
 	os.Exit(ws.ExitStatus())
+}
+
+// reaper is the floor of a Go reaper: a child subreaper that starts its
+// argument and blocks in wait4(-1) until nothing is left, nothing else
+// (no signals forwarded, no accounting). What corral pays per orphan
+// beyond it is corral's; what it pays itself is the Go runtime's around
+// one blocking system call.
+func reaper(argv []string) {
+	if len(argv) == 0 {
+		die("runner: reaper PATH [ARG...]")
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		die("runner: reaper: " + err.Error())
+	}
+	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}})
+	if err != nil {
+		die("runner: reaper: " + err.Error())
+	}
+	code := 0
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &ws, unix.WALL, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			break // ECHILD: the tree is empty
+		}
+		if got == pid {
+			code = ws.ExitStatus()
+		}
+	}
+	os.Exit(code)
 }
 
 // cpuNS is user+system time of who (RUSAGE_SELF or RUSAGE_CHILDREN).
