@@ -121,7 +121,7 @@ func rotate(ls []*launcher, i int) []*launcher {
 func (b *bench) launch() {
 	var ls []*launcher
 	for _, l := range b.launchers {
-		if l.missing == "" && !l.reapOnly {
+		if l.missing == "" && (l.only == "" || l.only == "launch") {
 			ls = append(ls, l)
 		}
 	}
@@ -161,7 +161,7 @@ func (b *bench) launch() {
 	n := b.sz.launchRuns
 	t := &table{head: []string{"launcher", "median", spreadName(n) + " (ms)", "× /bin/true", "× tini -s", "option's cost (vs the same mode plain)", "runs"}}
 	for _, l := range b.launchers {
-		if l.reapOnly {
+		if l.only != "" && l.only != "launch" {
 			continue
 		}
 		s := res[l]
@@ -203,7 +203,7 @@ func orStr(s, def string) string {
 func (b *bench) reap() {
 	ls := b.available()
 	rows := b.rows()
-	if ref := b.find("minimal Go reaper (reference)"); ref != nil && b.peers {
+	for _, ref := range b.refs("reap") {
 		if ref.missing == "" {
 			ls = append(ls, ref)
 		}
@@ -330,7 +330,7 @@ func reaperName(l *launcher) string {
 		return "catatonit (subreaper)"
 	case strings.HasPrefix(l.name, "dumb-init"):
 		return "the benchmark: dumb-init is no subreaper unless PID 1"
-	case l.reapOnly:
+	case l.only == "reap":
 		return "itself (subreaper, blocked in wait4)"
 	}
 	return "?"
@@ -456,7 +456,13 @@ type roleKiB struct {
 
 func (b *bench) idle() idleResult {
 	var entries []idleEntry
-	for _, l := range b.available() {
+	ls := b.available()
+	for _, ref := range b.refs("idle") {
+		if ref.missing == "" {
+			ls = append(ls, ref)
+		}
+	}
+	for _, l := range ls {
 		if l.path == "" {
 			continue
 		}
@@ -549,7 +555,7 @@ func (b *bench) idle() idleResult {
 	}
 	t := &table{head: []string{"launcher", "processes", "CPU (ms per s, median)", spreadName(b.sz.idleRuns), "utime+stime (ms per s)",
 		"context switches per s", "wake-ups per s (20 ms bins)"}}
-	for _, l := range b.rows() {
+	for _, l := range append(b.rows(), b.refs("idle")...) {
 		if l.path == "" {
 			continue
 		}
