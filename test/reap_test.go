@@ -20,7 +20,9 @@ func TestStateCountsOrphansWhileRunnerRuns(t *testing.T) {
 		state, release := e.file("state.json"), e.file("release")
 		script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do (/bin/true &); i=$((i+1)); done
 while [ ! -e %s ]; do sleep 0.01; done`, orphans, release)
-		c := e.start(e.args(opts(state, "5"), []string{"/bin/sh", "-c", script}))
+		// The marker in the environment, which the runner inherits: the
+		// test's cleanup finds and kills it should the test fail early.
+		c := e.start(e.args(opts(state, "5"), []string{"/bin/sh", "-c", script}), "HELPER_MARKER="+e.marker)
 		deadline := time.Now().Add(readyTimeout)
 		var last map[string]any
 		for {
