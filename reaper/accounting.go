@@ -93,52 +93,68 @@ func (a *accounting) reaped(pid, exitCode int) {
 	}
 }
 
-// reap collects every child that has exited. SIGCHLD is an edge, not a
-// count: one signal may stand for many exits, so loop until wait4 has
-// nothing more. __WALL includes children that do not signal their exit.
-// It needs no descriptor and no memory beyond the accounting.
+// reap collects every child that has exited: first what the watcher
+// reaped (watch.go), then its own wait4 until nothing more. SIGCHLD is an
+// edge, not a count: one signal may stand for many exits. __WALL includes
+// children that do not signal their exit. It needs no descriptor and no
+// memory beyond the accounting.
 func (e *engine) reap() {
 	flags := unix.WNOHANG | unix.WALL
 	if e.jobs != nil {
 		flags |= unix.WUNTRACED // terminal mode: the runner's stops (jobcontrol.go)
 	}
+	e.watch.mu.Lock()
+	exits := e.watch.take(e.exits[:0])
+	empty := false
 	for {
 		var ws unix.WaitStatus
 		pid, err := unix.Wait4(-1, &ws, flags, nil)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
-		if errors.Is(err, unix.ECHILD) {
-			if !e.noChildren {
-				e.noChildren = true
-				e.push(evTreeEmpty)
-			}
-			return
-		}
+		empty = errors.Is(err, unix.ECHILD)
 		if err != nil || pid <= 0 {
-			return
+			break
 		}
-		if ws.Stopped() { // only with WUNTRACED, in terminal mode
-			if pid == e.acct.runner && !e.acct.runnerReaped {
-				e.runnerStopped(ws.StopSignal())
-			}
-			continue
-		}
-		code := ExitCode(ws)
-		delete(e.blindSent, pid) // the pid may now be reused
-		if pid == e.acct.runner && !e.acct.runnerReaped {
-			e.cfg.Logf("runner exited: status %d", code)
-			e.push(evRunnerExited)
-		} else {
-			e.watchOrphans()
-		}
-		e.acct.reaped(pid, code)
+		exits = append(exits, exit{pid, ws})
 	}
+	e.watch.mu.Unlock()
+	for _, x := range exits {
+		e.account(x.pid, x.status)
+	}
+	clear(exits)
+	e.exits = exits[:0]
+	if empty && !e.noChildren {
+		e.noChildren = true
+		e.push(evTreeEmpty)
+	}
+}
+
+// account takes one wait4 result, the engine's or the watcher's.
+func (e *engine) account(pid int, ws unix.WaitStatus) {
+	if ws.Stopped() { // only with WUNTRACED, in terminal mode
+		if pid == e.acct.runner && !e.acct.runnerReaped {
+			e.runnerStopped(ws.StopSignal())
+		}
+		return
+	}
+	code := ExitCode(ws)
+	delete(e.blindSent, pid) // the pid may now be reused
+	if pid == e.acct.runner && !e.acct.runnerReaped {
+		e.cfg.Logf("runner exited: status %d", code)
+		e.push(evRunnerExited)
+	} else {
+		e.watchOrphans()
+	}
+	e.acct.reaped(pid, code)
 }
 
 func (e *engine) observe() {
 	if e.cfg.State == nil {
 		return
+	}
+	if e.watching {
+		e.reap() // the exits the watcher queued without waking the engine
 	}
 	kids, err := e.children()
 	if err != nil && e.restoreNOFILE() {
@@ -224,7 +240,7 @@ func (e *engine) watchOrphans() {
 		return
 	}
 	e.watching = true
-	e.watch.begin()
+	e.watch.begin(e.acct.runner)
 	if e.cfg.OwnsProcess {
 		defaultChildSignal(e.sig)
 	}

@@ -173,7 +173,8 @@ type engine struct {
 
 	written *Document // last document on disk, to skip identical writes
 
-	watch    *watcher // wakes the loop when a child is waitable (watch.go)
+	watch    *watcher // reaps at the kernel's pace and wakes the loop (watch.go)
+	exits    []exit   // reap's buffer
 	watching bool     // the watcher runs: an orphan was reaped (watchOrphans)
 
 	jobs *jobControl // terminal mode; nil otherwise

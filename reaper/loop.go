@@ -52,6 +52,9 @@ func (e *engine) enter(p phase) {
 		e.sayJoined() // teardown.go
 	}
 	e.phase = p
+	if p > phaseRunning {
+		e.watch.eager.Store(true) // each exit may hand over children to signal
+	}
 	now := time.Now()
 	switch p {
 	case phaseRunning:

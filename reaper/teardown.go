@@ -225,6 +225,10 @@ func (e *engine) blindRound(sig syscall.Signal, err error) {
 		e.warned = true
 		fmt.Fprintf(e.cfg.Stderr, "corral: cannot read /proc: %v (the runner lowered corral's RLIMIT_NOFILE, which corral cannot raise without CAP_SYS_RESOURCE); signalling the processes of the tree as they become its direct children\n", err)
 	}
+	// The children are signalled by pid: the watcher must not reap one
+	// (freeing its pid for reuse) between the read and the signal.
+	e.watch.mu.Lock()
+	defer e.watch.mu.Unlock()
 	kids := []int{}
 	if e.orphans != nil {
 		kids, _ = e.orphans.Read()

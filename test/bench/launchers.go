@@ -20,8 +20,9 @@ type launcher struct {
 	args    []string
 	missing string // why the row cannot run ("not installed", "unavailable: ...")
 
-	// launchOnly rows are references for the launch workload alone.
-	launchOnly bool
+	// only names the one workload a reference or option row belongs to
+	// ("launch", "reap", "idle"); "" for the rows of every workload.
+	only string
 
 	// An option row is corral with one opt-in beside its plain row (base),
 	// in the launch workload only: what that option costs when used.
@@ -78,7 +79,14 @@ func (b *bench) defineLaunchers() []*launcher {
 		// What any Go launcher pays before doing anything: a static Go
 		// program that forks, execs and waits for its argument, nothing
 		// else (the runner's "launch" command).
-		{name: "minimal Go launcher (reference)", path: b.runner, args: []string{"launch"}, launchOnly: true},
+		{name: "minimal Go launcher (reference)", path: b.runner, args: []string{"launch"}, only: "launch"},
+		// What any Go reaper pays per orphan: a static Go program, child
+		// subreaper, blocked in wait4(-1) (the runner's "reaper" command).
+		{name: "minimal Go reaper (reference)", path: b.runner, args: []string{"reaper"}, only: "reap"},
+		// What any Go program pays to wake at --state's default --poll
+		// (0.5 s) and do nothing: a time.Ticker beside a goroutine
+		// blocked in wait4 (the runner's "ticker" command).
+		{name: "minimal Go ticker, 2 per s (reference)", path: b.runner, args: []string{"ticker"}, only: "idle"},
 	}
 	if !b.peers {
 		ls = ls[:1]
@@ -167,7 +175,7 @@ func (b *bench) optionRows(ls []*launcher) []*launcher {
 			}
 			r := *l
 			r.name = l.name + " " + opt.name
-			r.option, r.base, r.launchOnly = opt.name, l, true
+			r.option, r.base, r.only = opt.name, l, "launch"
 			r.optionArgs = opt.args(b, l)
 			out = append(out, &r)
 		}
@@ -229,7 +237,7 @@ func (b *bench) probe() {
 func (b *bench) available() []*launcher {
 	var out []*launcher
 	for _, l := range b.launchers {
-		if l.missing == "" && !l.launchOnly {
+		if l.missing == "" && l.only == "" {
 			out = append(out, l)
 		}
 	}
@@ -240,7 +248,18 @@ func (b *bench) available() []*launcher {
 func (b *bench) rows() []*launcher {
 	var out []*launcher
 	for _, l := range b.launchers {
-		if !l.launchOnly {
+		if l.only == "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// refs are the reference rows of one workload.
+func (b *bench) refs(workload string) []*launcher {
+	var out []*launcher
+	for _, l := range b.launchers {
+		if l.only == workload && l.option == "" {
 			out = append(out, l)
 		}
 	}

@@ -316,7 +316,9 @@ func killWhere(find func() []int, check func([]string) bool) int {
 // launcherProcs lists the launcher's own processes: the launcher and every
 // descendant that is not the runner or below it. The runner is the first
 // process of the tree whose argv[0] is runnerPath (the exec stage of corral
-// or unshare's fork is the launcher until it execs).
+// or unshare's fork is the launcher until it execs). Both workloads that
+// ask skip the direct row, so root is always a launcher, even when it is
+// the runner's binary (a reference row).
 func launcherProcs(root int, runnerPath string) []int {
 	var out []int
 	queue := []int{root}
@@ -325,7 +327,7 @@ func launcherProcs(root int, runnerPath string) []int {
 		pid := queue[0]
 		queue = queue[1:]
 		argv := cmdline(pid)
-		if argv == nil || argv[0] == runnerPath {
+		if argv == nil || (argv[0] == runnerPath && pid != root) {
 			continue
 		}
 		out = append(out, pid)

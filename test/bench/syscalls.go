@@ -41,7 +41,7 @@ func (b *bench) syscalls() {
 	}
 	t := &table{head: append(append([]string{"launcher", "system calls (median)", "min–max"}, syscallKinds...), "threads created", "processes created", "runs")}
 	for _, l := range b.launchers {
-		if l.option != "" {
+		if l.option != "" || (l.only != "" && l.only != "launch") {
 			continue
 		}
 		if l.missing != "" {

@@ -121,7 +121,7 @@ func rotate(ls []*launcher, i int) []*launcher {
 func (b *bench) launch() {
 	var ls []*launcher
 	for _, l := range b.launchers {
-		if l.missing == "" {
+		if l.missing == "" && (l.only == "" || l.only == "launch") {
 			ls = append(ls, l)
 		}
 	}
@@ -161,6 +161,9 @@ func (b *bench) launch() {
 	n := b.sz.launchRuns
 	t := &table{head: []string{"launcher", "median", spreadName(n) + " (ms)", "× /bin/true", "× tini -s", "option's cost (vs the same mode plain)", "runs"}}
 	for _, l := range b.launchers {
+		if l.only != "" && l.only != "launch" {
+			continue
+		}
 		s := res[l]
 		if l.missing != "" || len(s) == 0 {
 			t.skip(l.name, orStr(l.missing, "failed"))
@@ -199,6 +202,13 @@ func orStr(s, def string) string {
 
 func (b *bench) reap() {
 	ls := b.available()
+	rows := b.rows()
+	for _, ref := range b.refs("reap") {
+		if ref.missing == "" {
+			ls = append(ls, ref)
+		}
+		rows = append(rows, ref)
+	}
 	n := b.sz.reapOrphans
 	wall := map[*launcher]samples{}
 	rate := map[*launcher]samples{}
@@ -257,7 +267,7 @@ func (b *bench) reap() {
 	tini := rate[b.find("tini -s")].median()
 	t := &table{head: []string{"launcher", "orphans/s (median)", spreadName(b.sz.reapRuns), "× tini -s", "wall (ms)", "runner alone (ms)",
 		"CPU per orphan, reaper + orphan exit (µs)", "who reaps the orphans"}}
-	for _, l := range b.rows() {
+	for _, l := range rows {
 		s := rate[l]
 		if l.missing != "" || len(s) == 0 {
 			t.skip(l.name, orStr(l.missing, "failed"))
@@ -320,6 +330,8 @@ func reaperName(l *launcher) string {
 		return "catatonit (subreaper)"
 	case strings.HasPrefix(l.name, "dumb-init"):
 		return "the benchmark: dumb-init is no subreaper unless PID 1"
+	case l.only == "reap":
+		return "itself (subreaper, blocked in wait4)"
 	}
 	return "?"
 }
@@ -444,7 +456,13 @@ type roleKiB struct {
 
 func (b *bench) idle() idleResult {
 	var entries []idleEntry
-	for _, l := range b.available() {
+	ls := b.available()
+	for _, ref := range b.refs("idle") {
+		if ref.missing == "" {
+			ls = append(ls, ref)
+		}
+	}
+	for _, l := range ls {
 		if l.path == "" {
 			continue
 		}
@@ -537,7 +555,7 @@ func (b *bench) idle() idleResult {
 	}
 	t := &table{head: []string{"launcher", "processes", "CPU (ms per s, median)", spreadName(b.sz.idleRuns), "utime+stime (ms per s)",
 		"context switches per s", "wake-ups per s (20 ms bins)"}}
-	for _, l := range b.rows() {
+	for _, l := range append(b.rows(), b.refs("idle")...) {
 		if l.path == "" {
 			continue
 		}

@@ -52,10 +52,35 @@ func source(f *os.File, size int64) func(net.Conn) {
 	}
 }
 
+// relayTo is the floor of any relay in Go, for the throughput table: it
+// dials target and copies each way with io.Copy, which for two TCP
+// connections is the standard library's own splice(2). No policy, no
+// log, no limits: what is left of the proxy's cost once all of its own
+// work is removed.
+func relayTo(target string) func(net.Conn) {
+	return func(c net.Conn) {
+		up, err := net.Dial("tcp", target)
+		if err != nil {
+			return
+		}
+		defer up.Close()
+		done := make(chan struct{})
+		go func() {
+			io.Copy(up, c)
+			up.(*net.TCPConn).CloseWrite()
+			close(done)
+		}()
+		io.Copy(c, up)
+		c.(*net.TCPConn).CloseWrite()
+		<-done
+	}
+}
+
 // BenchmarkThroughput: bulk bytes one way (up: the client sends; down: the
 // client receives from a sendfile(2) server), direct on loopback and
 // through a CONNECT tunnel and a forward, each copied with splice(2) and
-// with the buffered copy, interleaved (run with -count). Compare the MB/s.
+// with the buffered copy, interleaved (run with -count), and through a
+// bare relay (relayTo), the floor of any proxy. Compare the MB/s.
 func BenchmarkThroughput(b *testing.B) {
 	up := startServer(b, "tcp", "127.0.0.1:0", sink)
 	f, err := os.Create(filepath.Join(b.TempDir(), "payload"))
@@ -93,6 +118,11 @@ func BenchmarkThroughput(b *testing.B) {
 		return c, br
 	}
 	fwd := func(_, fwd string) (net.Conn, io.Reader) { return direct(fwd, "") }
+	relays := map[string]string{}
+	for _, target := range []string{up.l.Addr().String(), down.l.Addr().String()} {
+		relays[target] = startServer(b, "tcp", "127.0.0.1:0", relayTo(target)).l.Addr().String()
+	}
+	relay := func(target, _ string) (net.Conn, io.Reader) { return direct(relays[target], "") }
 	ways := []struct {
 		name     string
 		dial     dialer
@@ -103,6 +133,7 @@ func BenchmarkThroughput(b *testing.B) {
 		{"connect-splice", connect, false},
 		{"forward-buffered", fwd, true},
 		{"forward-splice", fwd, false},
+		{"relay-floor", relay, false},
 	}
 	chunk := make([]byte, benchChunk)
 	upTarget, downTarget := up.l.Addr().String(), down.l.Addr().String()

@@ -44,9 +44,9 @@ func main() {
 		args = args[2:]
 	}
 	if len(args) == 0 {
-		die("usage: runner [-marker M] orphans N | detach N ignore|exit [hold] | hold | sleepers N | launch PATH [ARG...]")
+		die("usage: runner [-marker M] orphans N | detach N ignore|exit [hold] | hold | sleepers N | launch PATH [ARG...] | reaper PATH [ARG...] | ticker PATH [ARG...]")
 	}
-	if !forkSupported && args[0] != "hold" && args[0] != "launch" {
+	if !forkSupported && args[0] != "hold" && args[0] != "launch" && args[0] != "reaper" && args[0] != "ticker" {
 		die("runner: raw forks are implemented for linux/amd64 and linux/arm64 only")
 	}
 	switch args[0] {
@@ -62,6 +62,10 @@ func main() {
 		waitEOF()
 	case "launch":
 		launch(args[1:])
+	case "reaper":
+		reaper(args[1:])
+	case "ticker":
+		ticker(args[1:])
 	case "sleepers":
 		n := count(args, 1)
 		for i := 0; i < n; i++ {
@@ -161,6 +165,73 @@ func launch(argv []string) {
 		os.Exit(128 + int(ws.Signal()))
 	}
 	os.Exit(ws.ExitStatus())
+}
+
+// reaper is the floor of a Go reaper: a child subreaper that starts its
+// argument and blocks in wait4(-1) until nothing is left, nothing else
+// (no signals forwarded, no accounting). What corral pays per orphan
+// beyond it is corral's; what it pays itself is the Go runtime's around
+// one blocking system call.
+func reaper(argv []string) {
+	if len(argv) == 0 {
+		die("runner: reaper PATH [ARG...]")
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		die("runner: reaper: " + err.Error())
+	}
+	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}})
+	if err != nil {
+		die("runner: reaper: " + err.Error())
+	}
+	code := 0
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &ws, unix.WALL, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			break // ECHILD: the tree is empty
+		}
+		if got == pid {
+			code = ws.ExitStatus()
+		}
+	}
+	os.Exit(code)
+}
+
+// ticker is the floor of a Go program that wakes twice a second (as
+// corral does with --state at the default --poll) and does nothing
+// then: it starts its argument, waits for it in a goroutine blocked in
+// wait4, and selects on a time.Ticker until it exits.
+func ticker(argv []string) {
+	if len(argv) == 0 {
+		die("runner: ticker PATH [ARG...]")
+	}
+	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{0, 1, 2}})
+	if err != nil {
+		die("runner: ticker: " + err.Error())
+	}
+	done := make(chan syscall.WaitStatus)
+	go func() {
+		var ws syscall.WaitStatus
+		for {
+			if _, err := syscall.Wait4(pid, &ws, 0, nil); err != syscall.EINTR {
+				break
+			}
+		}
+		done <- ws
+	}()
+	t := time.NewTicker(500 * time.Millisecond)
+	ticks := 0
+	for {
+		select {
+		case <-t.C:
+			ticks++
+		case ws := <-done:
+			os.Exit(ws.ExitStatus())
+		}
+	}
 }
 
 // cpuNS is user+system time of who (RUSAGE_SELF or RUSAGE_CHILDREN).
