@@ -48,6 +48,11 @@ func (e *engine) signalMembers(sig syscall.Signal) (reached []int, whole bool) {
 		return fail(err)
 	}
 	slices.Sort(members)
+	// The engine's children are signalled by pid: the watcher must not
+	// reap one (freeing its pid for reuse) between the read and the
+	// signal.
+	e.watch.mu.Lock()
+	defer e.watch.mu.Unlock()
 	kids, err := e.childPIDs()
 	if err != nil {
 		return fail(fmt.Errorf("list corral's children: %w", err))
@@ -80,7 +85,8 @@ func (e *engine) signalMembers(sig syscall.Signal) (reached []int, whole bool) {
 
 // signalMember sends sig, then SIGCONT, to one listed pid: by pid alone
 // when it is an unreaped child of the engine's (direct), whose pid
-// cannot have been reused; otherwise through a pidfd, once Members
+// cannot have been reused (the caller holds the watcher's lock, so it
+// stays unreaped); otherwise through a pidfd, once Members
 // confirmed that the process behind it is a member. Errors of the sends
 // are not the round's: a process the engine may not signal is left to
 // the SIGKILL rounds, as the walk leaves it.
