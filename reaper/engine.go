@@ -66,12 +66,39 @@ type Config struct {
 	// work. Emptiness is still decided by wait4 (ECHILD).
 	KillAll func() error
 
+	// Members, when set, lists the processes the kernel keeps together
+	// for the runner's tree (its cgroup), so that the teardown signal at
+	// grace 0 reaches them without a /proc walk: the engine signals each
+	// member, with SIGCONT after, once Members confirmed it through a
+	// pidfd (or, its own unreaped child, by pid). Should anything fail —
+	// the list, a check, a direct child of the engine found outside the
+	// group — the engine walks /proc as it would without it, sparing
+	// the processes already signalled. With grace, the walk is used
+	// throughout: its rescans need each process's start time.
+	Members Members
+
 	// JobControl, when set, is terminal mode: the runner holds the
 	// terminal's foreground in a process group of its own (jobcontrol.go).
 	JobControl JobControl
 
 	Stderr io.Writer                     // where the one-line runner errors go
 	Logf   func(format string, a ...any) // -v diagnostics; nil: silent
+}
+
+// Members is a kernel-kept list of the processes of the runner's tree
+// (Config.Members): a cgroup the runner was started into.
+type Members interface {
+	// List appends the pids of the members to buf and returns it. An
+	// error means the list may not be whole (the group has groups
+	// beneath it, or cannot be read).
+	List(buf []int) ([]int, error)
+	// Holds reports whether the process behind pidfd is a member now: a
+	// listed pid may have been reused by another process since. An
+	// error means it cannot tell (errors.ErrUnsupported: the kernel
+	// cannot say).
+	Holds(pidfd int) (bool, error)
+	// String names the list in -v lines.
+	String() string
 }
 
 // Result is the outcome of a run.

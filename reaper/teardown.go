@@ -3,6 +3,7 @@ package reaper
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
@@ -49,12 +50,14 @@ func (e *engine) termRound(now time.Time) (sent int) {
 	if e.noChildren {
 		return 0
 	}
-	if e.cfg.OwnsNamespace && e.cfg.Grace <= 0 && e.lastScan.IsZero() {
-		// Grace 0 as PID 1 of the run's namespace: no rescan follows, so
-		// nobody needs to be remembered, and kill(-1) reaches every
-		// process of the tree in one call (SIGCONT after it, so that a
-		// stopped one acts on it); the SIGKILL round comes next. Not
-		// counted: unix.Kill's reach is the namespace.
+	// Grace 0: no rescan follows, so nobody needs to be remembered, and
+	// one step may reach the whole tree; the SIGKILL round comes next.
+	once := e.cfg.Grace <= 0 && e.lastScan.IsZero()
+	if once && e.cfg.OwnsNamespace {
+		// As PID 1 of the run's namespace kill(-1) reaches every process
+		// of the tree in one call (SIGCONT after it, so that a stopped
+		// one acts on it). Not counted: unix.Kill's reach is the
+		// namespace.
 		if err := unix.Kill(-1, sig); err == nil || errors.Is(err, unix.ESRCH) {
 			_ = unix.Kill(-1, unix.SIGCONT)
 			e.lastScan, e.liveSeen = now, uncounted
@@ -62,25 +65,16 @@ func (e *engine) termRound(now time.Time) (sent int) {
 			return uncounted
 		}
 	}
-	reached := make(map[procID]string, len(e.signalled))
-	_, err := e.walk(sig, func(st proc.Stat) bool {
-		id := procID{st.PID, st.StartTime}
-		reached[id] = st.Comm
-		if comm, done := e.signalled[id]; done && comm == st.Comm {
-			return false
+	var spared []int
+	if once && e.cfg.Members != nil {
+		var whole bool
+		if spared, whole = e.signalMembers(sig); whole {
+			e.lastScan, e.liveSeen = now, len(spared)
+			e.reap()
+			return len(spared)
 		}
-		sent++
-		return true
-	})
-	if err == nil {
-		e.signalled = reached // forget who has gone: memory follows the live tree
-		e.liveSeen = len(reached)
-	} else {
-		for id, comm := range reached {
-			e.signalled[id] = comm
-		}
-		e.blindRound(sig, err)
 	}
+	sent = len(spared) + e.walkRound(sig, spared)
 	if !e.lastScan.IsZero() {
 		e.joined += sent // said once, when the grace ends (sayJoined)
 	}
@@ -94,6 +88,39 @@ func (e *engine) termRound(now time.Time) (sent int) {
 	}
 	e.scanStep = min(2*e.scanStep, scanMax)
 	e.reap()
+	return sent
+}
+
+// walkRound walks the tree with the teardown signal for whoever it has
+// not reached yet: neither a process an earlier round signalled running
+// the same program, nor one of spared (sorted pids), which Members
+// reached this round. It returns how many it signalled.
+func (e *engine) walkRound(sig syscall.Signal, spared []int) (sent int) {
+	reached := make(map[procID]string, len(e.signalled))
+	_, err := e.walk(sig, func(st proc.Stat) bool {
+		id := procID{st.PID, st.StartTime}
+		reached[id] = st.Comm
+		if comm, done := e.signalled[id]; done && comm == st.Comm {
+			return false
+		}
+		if _, done := slices.BinarySearch(spared, st.PID); done {
+			return false
+		}
+		sent++
+		return true
+	})
+	if err == nil {
+		e.signalled = reached // forget who has gone: memory follows the live tree
+		e.liveSeen = len(reached)
+		return sent
+	}
+	for id, comm := range reached {
+		e.signalled[id] = comm
+	}
+	for _, pid := range spared {
+		e.blindSent[pid] = true
+	}
+	e.blindRound(sig, err)
 	return sent
 }
 

@@ -24,13 +24,17 @@ type Cgroup struct {
 	path string // for messages and tests
 	name string // beneath parent
 
-	mu     sync.Mutex // guards closing the descriptors
+	mu     sync.Mutex // guards closing the descriptors, and procBuf
 	closed bool
 	parent int      // the parent directory, for rmdir
 	dir    int      // the cgroup's directory, for CLONE_INTO_CGROUP
 	kill   int      // cgroup.kill, write-only
 	events int      // cgroup.events, read-only, non-blocking
 	poller *os.File // events in the runtime poller, for WaitEmpty
+	procs  int      // cgroup.procs, read-only, for Procs
+
+	id      uint64 // the cgroup's id, as PIDFD_GET_INFO names it (Holds)
+	procBuf []byte // Procs' read buffer, grown to the largest list read
 }
 
 // removeBound caps how long Remove waits for the cgroup to empty after it
@@ -53,7 +57,7 @@ func (p *Parent) New() (*Cgroup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", p.Dir, err)
 	}
-	c := &Cgroup{parent: parent, dir: -1, kill: -1, events: -1}
+	c := &Cgroup{parent: parent, dir: -1, kill: -1, events: -1, procs: -1}
 	owner := p.Owner
 	if owner <= 0 {
 		owner = os.Getpid()
@@ -117,6 +121,19 @@ func (c *Cgroup) open() error {
 		return fmt.Errorf("open %s/cgroup.events: %w", c.path, err)
 	}
 	c.poller = os.NewFile(uintptr(c.events), c.path+"/cgroup.events")
+	if c.procs, err = openAt(c.dir, "cgroup.procs", unix.O_RDONLY); err != nil {
+		return fmt.Errorf("open %s/cgroup.procs: %w", c.path, err)
+	}
+	// The kernel's cgroup id is its kernfs node's id, which a 64-bit
+	// kernel gives the directory as its inode number; on a 32-bit one
+	// the number is truncated, no pidfd's cgroup id matches it, and
+	// Holds refuses every process: slower (the caller walks /proc), never
+	// wrong.
+	var st unix.Stat_t
+	if err := unix.Fstat(c.dir, &st); err != nil {
+		return fmt.Errorf("stat %s: %w", c.path, err)
+	}
+	c.id = st.Ino
 	return nil
 }
 
@@ -318,9 +335,9 @@ func (c *Cgroup) Close() error {
 		return nil
 	}
 	c.closed = true
-	fds := []int{c.parent, c.dir, c.kill}
+	fds := []int{c.parent, c.dir, c.kill, c.procs}
 	poller, events := c.poller, c.events
-	c.parent, c.dir, c.kill, c.events = -1, -1, -1, -1
+	c.parent, c.dir, c.kill, c.events, c.procs = -1, -1, -1, -1, -1
 	c.mu.Unlock()
 	// Outside the lock: closing the poller waits for a WaitEmpty whose
 	// check is running, and that check takes the lock (to find the

@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -599,8 +600,8 @@ func TestNewFailsCleanly(t *testing.T) {
 }
 
 // TestTeardownNeedsNoDescriptor: with not one descriptor free (a runner
-// that ran prlimit --nofile on corral), Kill, WaitEmpty and Remove still
-// end a populated cgroup.
+// that ran prlimit --nofile on corral), Procs still lists the cgroup, and
+// Kill, WaitEmpty and Remove still end it.
 func TestTeardownNeedsNoDescriptor(t *testing.T) {
 	requireParent(t)
 	if out := runHelperAs(t, 0, nil, "nofile"); out != "ok" {
@@ -697,6 +698,9 @@ func TestClosed(t *testing.T) {
 	}
 	if _, err := c.Populated(); !errors.Is(err, os.ErrClosed) {
 		t.Errorf("Populated after Close = %v, want ErrClosed", err)
+	}
+	if _, err := c.Procs(nil); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Procs after Close = %v, want ErrClosed", err)
 	}
 	if _, err := c.WaitEmpty(time.Second); !errors.Is(err, os.ErrClosed) {
 		t.Errorf("WaitEmpty after Close = %v, want ErrClosed", err)
@@ -924,6 +928,9 @@ func teardownWithoutDescriptors() error {
 	if fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0); !errors.Is(err, unix.EMFILE) {
 		unix.Close(fd)
 		return fmt.Errorf("open with no room = %v, want EMFILE: the test is broken", err)
+	}
+	if pids, err := c.Procs(nil); err != nil || !slices.Equal(pids, []int{cmd.Process.Pid}) {
+		return fmt.Errorf("Procs with no descriptor free = %v, %v; want [%d]", pids, err, cmd.Process.Pid)
 	}
 	if err := c.Kill(); err != nil {
 		return fmt.Errorf("Kill with no descriptor free: %w", err)

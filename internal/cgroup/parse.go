@@ -147,3 +147,30 @@ func parseEvents(data []byte) (bool, error) {
 	}
 	return populated, nil
 }
+
+// parseProcs appends the pids of a cgroup.procs file (one decimal pid a
+// line) to buf. Anything else makes the whole list an error: a pid read
+// half right could name another process.
+func parseProcs(data []byte, buf []int) ([]int, error) {
+	n := len(buf)
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		pid := 0
+		for _, b := range line {
+			if b < '0' || b > '9' || pid > 1<<30 {
+				return buf[:n], fmt.Errorf("cgroup.procs: %w: line %q", errMalformed, line)
+			}
+			pid = pid*10 + int(b-'0')
+		}
+		if pid <= 0 {
+			return buf[:n], fmt.Errorf("cgroup.procs: %w: line %q", errMalformed, line)
+		}
+		buf = append(buf, pid)
+	}
+	return buf, nil
+}

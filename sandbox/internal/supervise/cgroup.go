@@ -3,8 +3,9 @@ package supervise
 // The run's cgroup v2 (internal/cgroup): where a writable one exists, the
 // runner starts inside a cgroup of its own (clone3 with
 // CLONE_INTO_CGROUP), so that teardown's SIGKILL round is one write to
-// cgroup.kill that no fork can outrun, and the cgroup is removed when the
-// run is over.
+// cgroup.kill that no fork can outrun, its SIGTERM at grace 0 goes to the
+// members cgroup.procs lists without a /proc walk, and the cgroup is
+// removed when the run is over.
 //
 // The engine's process makes it: corral itself in subreaper mode, the init
 // in pidns mode. The init is then outside the cgroup, so its SIGKILL round
@@ -21,6 +22,7 @@ import (
 	"fmt"
 
 	"github.com/corral-sh/corral/internal/cgroup"
+	"github.com/corral-sh/corral/reaper"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,7 +39,7 @@ const minNOFILE = 64
 func (e *Engine) openCgroup() {
 	var rl unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Cur < minNOFILE {
-		// The cgroup holds four descriptors for the whole run: under a
+		// The cgroup holds five descriptors for the whole run: under a
 		// limit this low they would be the ones the start then lacks,
 		// and a run that works without the cgroup must not fail with it.
 		e.note = fmt.Sprintf("cgroup: not used: RLIMIT_NOFILE %d leaves no room for its descriptors (%d or more does); teardown walks /proc", rl.Cur, minNOFILE)
@@ -129,6 +131,43 @@ func (e *Engine) killAll() func() error {
 		return nil
 	}
 }
+
+// members is the engine's Config.Members: the run's cgroup, through the
+// descriptors opened before the runner started. Nil without a cgroup.
+func (e *Engine) members() reaper.Members {
+	e.awaitCgroup()
+	if e.cgroup == nil {
+		return nil
+	}
+	return cgroupMembers{e: e, path: e.cgroup.Path()}
+}
+
+// cgroupMembers lists the run's cgroup; path stays for -v lines when the
+// cgroup was given up at the start (Refused).
+type cgroupMembers struct {
+	e    *Engine
+	path string
+}
+
+var errRefused = errors.New("the runner was started outside the cgroup")
+
+func (m cgroupMembers) List(buf []int) ([]int, error) {
+	c := m.e.cgroup
+	if c == nil {
+		return buf, errRefused
+	}
+	return c.Procs(buf)
+}
+
+func (m cgroupMembers) Holds(pidfd int) (bool, error) {
+	c := m.e.cgroup
+	if c == nil {
+		return false, errRefused
+	}
+	return c.Holds(pidfd)
+}
+
+func (m cgroupMembers) String() string { return m.path + "/cgroup.procs" }
 
 // removeCgroup ends the run's cgroup, whatever ended the run (the tree
 // emptied, a cancel before the start, a failed setup). The engine decided

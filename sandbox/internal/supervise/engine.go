@@ -102,6 +102,7 @@ func (e *Engine) Run(jobs reaper.JobControl, ownsNamespace bool) (int, error) {
 		OwnsNamespace: ownsNamespace,
 		OwnsProcess:   true,
 		KillAll:       e.killAll(),
+		Members:       e.members(),
 		JobControl:    jobs,
 		Stderr:        e.p.Stderr,
 		Logf:          e.p.Log(),
