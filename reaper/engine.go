@@ -90,7 +90,9 @@ type Config struct {
 type Members interface {
 	// List appends the pids of the members to buf and returns it. An
 	// error means the list may not be whole (the group has groups
-	// beneath it, or cannot be read).
+	// beneath it, or cannot be read); ErrNoMembers, that there is no
+	// group (it is decided while the engine starts, so Config.Members
+	// can be set before it is known).
 	List(buf []int) ([]int, error)
 	// Holds reports whether the process behind pidfd is a member now: a
 	// listed pid may have been reused by another process since. An

@@ -14,6 +14,10 @@ import (
 // cgroup lists its tree, so no /proc walk (per process a pidfd, a stat
 // file and a children file opened, read and closed) is needed to find it.
 
+// ErrNoMembers is what Members.List returns when the run turned out to
+// have no group: the engine walks /proc, and says nothing of it.
+var ErrNoMembers = errors.New("no group")
+
 var (
 	errGone      = errors.New("gone")
 	errNotMember = errors.New("no longer a member")
@@ -44,6 +48,9 @@ func (e *engine) signalMembers(sig syscall.Signal) (reached []int, whole bool) {
 		return reached, false
 	}
 	members, err := m.List(nil)
+	if errors.Is(err, ErrNoMembers) {
+		return nil, false // no group after all: the walk, as without Members
+	}
 	if err != nil {
 		return fail(err)
 	}

@@ -26,9 +26,13 @@ type fakeMembers struct {
 	refuse  map[int]bool
 	err     error
 	checked []int // the pids Holds was asked about
+	listErr error // List's answer, when set
 }
 
 func (f *fakeMembers) List(buf []int) ([]int, error) {
+	if f.listErr != nil {
+		return buf, f.listErr
+	}
 	for _, st := range proc.Descendants(proc.System(), os.Getpid()) {
 		if !st.Zombie() && (f.omit == nil || !f.omit(st.PID)) {
 			buf = append(buf, st.PID)
@@ -190,6 +194,15 @@ func TestEngineMembersUnsupportedWalks(t *testing.T) {
 	lines := runMembers(t, f)
 	if !has(lines, "PIDFD_GET_INFO", "walking /proc") || !has(lines, "SIGTERM to 3 processes") {
 		t.Fatalf("want the fallback said and the walk to signal the tree: %q", lines)
+	}
+}
+
+// A run that turned out to have no cgroup (its Members set before that
+// was decided) walks, as without Members, and says nothing of it.
+func TestEngineMembersNoGroupWalksSilently(t *testing.T) {
+	lines := runMembers(t, &fakeMembers{listErr: ErrNoMembers})
+	if has(lines, "walking /proc") || has(lines, "through") || !has(lines, "SIGTERM to 3 processes") {
+		t.Fatalf("want the walk to signal the tree, with no line about the group: %q", lines)
 	}
 }
 

@@ -104,7 +104,7 @@ func (e *Engine) Refused(err error) {
 	if c == nil {
 		return
 	}
-	e.cgroup = nil
+	e.cgroup, e.refusedPath = nil, c.Path()
 	e.p.Logf("cgroup: starting the runner into %s was refused (%v); started it outside, teardown walks /proc", c.Path(), err)
 	if rerr := c.Remove(); rerr != nil {
 		e.p.Warnf("cgroup: %v", rerr)
@@ -133,41 +133,54 @@ func (e *Engine) killAll() func() error {
 }
 
 // members is the engine's Config.Members: the run's cgroup, through the
-// descriptors opened before the runner started. Nil without a cgroup.
-func (e *Engine) members() reaper.Members {
-	e.awaitCgroup()
-	if e.cgroup == nil {
-		return nil
-	}
-	return cgroupMembers{e: e, path: e.cgroup.Path()}
-}
+// descriptors opened before the runner started. Like killAll it waits
+// for the cgroup's decision only when used: Run must not wait for it,
+// the registration and the runner's start run beside its making.
+func (e *Engine) members() reaper.Members { return cgroupMembers{e} }
 
-// cgroupMembers lists the run's cgroup; path stays for -v lines when the
-// cgroup was given up at the start (Refused).
-type cgroupMembers struct {
-	e    *Engine
-	path string
-}
+type cgroupMembers struct{ e *Engine }
 
 var errRefused = errors.New("the runner was started outside the cgroup")
 
+// cgroup is the run's cgroup, or why there is none to list.
+func (m cgroupMembers) cgroup() (*cgroup.Cgroup, error) {
+	m.e.awaitCgroup()
+	switch {
+	case m.e.cgroup != nil:
+		return m.e.cgroup, nil
+	case m.e.refusedPath != "":
+		return nil, errRefused
+	}
+	return nil, reaper.ErrNoMembers
+}
+
 func (m cgroupMembers) List(buf []int) ([]int, error) {
-	c := m.e.cgroup
-	if c == nil {
-		return buf, errRefused
+	c, err := m.cgroup()
+	if err != nil {
+		return buf, err
 	}
 	return c.Procs(buf)
 }
 
 func (m cgroupMembers) Holds(pidfd int) (bool, error) {
-	c := m.e.cgroup
-	if c == nil {
-		return false, errRefused
+	c, err := m.cgroup()
+	if err != nil {
+		return false, err
 	}
 	return c.Holds(pidfd)
 }
 
-func (m cgroupMembers) String() string { return m.path + "/cgroup.procs" }
+// String names the list in -v lines, the cgroup given up at the start
+// (Refused) included.
+func (m cgroupMembers) String() string {
+	if c, _ := m.cgroup(); c != nil {
+		return c.Path() + "/cgroup.procs"
+	}
+	if m.e.refusedPath != "" {
+		return m.e.refusedPath + "/cgroup.procs"
+	}
+	return "the run's cgroup"
+}
 
 // removeCgroup ends the run's cgroup, whatever ended the run (the tree
 // emptied, a cancel before the start, a failed setup). The engine decided

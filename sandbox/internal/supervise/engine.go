@@ -41,6 +41,9 @@ type Engine struct {
 	cgroupOnce sync.Once
 	note       string // what -v says of it (sayCgroup); written inside cgroupOnce
 	warn       bool   // note is said whatever -v says
+	// refusedPath is the cgroup given up when the runner's start into
+	// it was refused (Refused), for -v lines.
+	refusedPath string
 }
 
 // New makes the engine of a run. cgroupOwner is the pid the cgroup is
