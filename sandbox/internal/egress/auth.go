@@ -1,12 +1,12 @@
 package egress
 
 import (
-	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"net/textproto"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // The proxy is the run's own: every request must carry the credentials
@@ -22,18 +22,43 @@ type credentials struct {
 	user, pass string
 }
 
+// newCredentials reads the kernel's CSPRNG with getrandom(2), as
+// crypto/rand does on Linux: linking crypto/rand for 24 bytes brought the
+// FIPS 140 module's packages and their initialisers into every corral
+// process's start, whether it runs a proxy or not.
 func newCredentials() credentials {
 	var b [8 + 16]byte
-	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24)
+	for n := 0; n < len(b); {
+		m, err := unix.Getrandom(b[n:], 0)
+		if err != nil && err != unix.EINTR {
+			panic("getrandom: " + err.Error()) // Linux ≥ 3.17; corral needs far newer
+		}
+		n += max(m, 0)
+	}
 	return credentials{user: "corral-" + hex.EncodeToString(b[:8]), pass: hex.EncodeToString(b[8:])}
 }
 
 // match compares user and pass with the Proxy's, in time that depends on
 // neither secret's content.
 func (c credentials) match(user, pass string) bool {
-	u := subtle.ConstantTimeCompare([]byte(user), []byte(c.user))
-	p := subtle.ConstantTimeCompare([]byte(pass), []byte(c.pass))
+	u := constantTimeEqual(user, c.user)
+	p := constantTimeEqual(pass, c.pass)
 	return u&p == 1
+}
+
+// constantTimeEqual is 1 when a and b are equal and 0 otherwise, in time
+// that depends on their lengths alone (as crypto/subtle's
+// ConstantTimeCompare, which would link the FIPS module for this): every
+// byte is compared, and the differences are folded without a branch.
+func constantTimeEqual(a, b string) int {
+	if len(a) != len(b) {
+		return 0
+	}
+	var v byte
+	for i := 0; i < len(a); i++ {
+		v |= a[i] ^ b[i]
+	}
+	return int((uint32(v) - 1) >> 31)
 }
 
 // Userinfo is USER:PASS, the part of a proxy URL before "@": the runner's

@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -266,5 +267,40 @@ func TestProxyDeny(t *testing.T) {
 	c.Close()
 	if !strings.Contains(status, "403") || !strings.Contains(string(body), "denied by --deny-net 127.0.0.1") {
 		t.Errorf("%q %q; want 403 naming the deny entry", status, body)
+	}
+}
+
+// constantTimeEqual answers as == does, for every kind of difference.
+func TestConstantTimeEqual(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 1},
+		{"corral-0123", "corral-0123", 1},
+		{"corral-0123", "corral-0124", 0},
+		{"xorral-0123", "corral-0123", 0},
+		{"corral-0123", "corral-012", 0},
+		{"", "a", 0},
+		{"\x80", "\x00", 0},
+		{"\xff", "\xff", 1},
+	} {
+		if got := constantTimeEqual(c.a, c.b); got != c.want {
+			t.Errorf("constantTimeEqual(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+// Each proxy's credentials are fresh random hexadecimal.
+func TestCredentialsRandom(t *testing.T) {
+	a, b := newCredentials(), newCredentials()
+	if a == b || a.user == b.user || a.pass == b.pass {
+		t.Fatalf("two proxies got the same credentials: %+v %+v", a, b)
+	}
+	if len(a.user) != len("corral-")+16 || len(a.pass) != 32 || !strings.HasPrefix(a.user, "corral-") {
+		t.Fatalf("credentials of the wrong shape: %+v", a)
+	}
+	if _, err := hex.DecodeString(a.pass); err != nil {
+		t.Fatalf("password %q is not hexadecimal: %v", a.pass, err)
 	}
 }
