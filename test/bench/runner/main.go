@@ -223,11 +223,9 @@ func ticker(argv []string) {
 		done <- ws
 	}()
 	t := time.NewTicker(500 * time.Millisecond)
-	ticks := 0
 	for {
 		select {
 		case <-t.C:
-			ticks++
 		case ws := <-done:
 			os.Exit(ws.ExitStatus())
 		}
