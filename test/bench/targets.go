@@ -36,8 +36,14 @@ func (b *bench) targets() {
 			return
 		}
 		d, ok2 := get(bKey)
+		if !ok2 || d <= 0 {
+			// A ratio to a row this run did not measure (-peers=false,
+			// -only) would read as +Inf: say which row is missing.
+			t.add(label, fmt.Sprintf("%.2f ms; no %q row in this run", ms(c), bKey[strings.IndexByte(bKey, '/')+1:]), verdict(false, false))
+			return
+		}
 		r := c / d
-		t.add(label, fmt.Sprintf("%.2f ms vs %.2f ms: %.2f×", ms(c), ms(d), r), verdict(r <= limit, ok2))
+		t.add(label, fmt.Sprintf("%.2f ms vs %.2f ms: %.2f×", ms(c), ms(d), r), verdict(r <= limit, true))
 	}
 	const (
 		floor  = "launch/minimal Go launcher (reference)"
@@ -70,6 +76,10 @@ func (b *bench) targets() {
 	for _, name := range corrals {
 		if c, ok := get("reap/" + name); ok {
 			tini, ok2 := get("reap/tini -s")
+			if !ok2 || tini <= 0 {
+				t.add("reap: "+name+" ≥ 1.0× tini -s", fmt.Sprintf("%.0f/s; no tini -s row in this run", c), verdict(false, false))
+				continue
+			}
 			r := c / tini
 			measured := fmt.Sprintf("%.0f/s vs %.0f/s: %.2f×", c, tini, r)
 			if floor, ok := get("reap/minimal Go reaper (reference)"); ok {
@@ -106,11 +116,20 @@ func (b *bench) targets() {
 					cpu = 0.5
 					what = "wake-ups no more often than --poll 0.5 (2/s)"
 				}
-				measured := fmt.Sprintf("%.3f ms/s; %.2f wake-ups/s (%.1f context switches/s)", c, w, cs)
-				if floor, ok := get("idle/minimal Go ticker, 2 per s (reference)"); ok && suffix != "" {
+				// CPU (issue 27's goal) and wake-ups (issue 5's) are two
+				// rows: one verdict for both hid which one was missed.
+				floor, hasFloor := get("idle/minimal Go ticker, 2 per s (reference)")
+				hasFloor = hasFloor && suffix != ""
+				measured := fmt.Sprintf("%.3f ms/s", c)
+				if hasFloor {
 					measured += fmt.Sprintf(" (the minimal Go ticker: %.3f ms/s)", floor)
 				}
-				t.add(fmt.Sprintf("idle: %s%s ≤ %.1f ms CPU per s; %s", name, suffix, cpu, what), measured, verdict(c <= cpu && w <= limit, true))
+				t.add(fmt.Sprintf("idle: %s%s ≤ %.1f ms CPU per s", name, suffix, cpu), measured, verdict(c <= cpu, true))
+				measured = fmt.Sprintf("%.2f wake-ups/s (%.1f context switches/s)", w, cs)
+				if fw, ok := get("wake/minimal Go ticker, 2 per s (reference)"); ok && hasFloor {
+					measured += fmt.Sprintf(" (the minimal Go ticker: %.2f/s)", fw)
+				}
+				t.add(fmt.Sprintf("idle: %s%s %s", name, suffix, what), measured, verdict(w <= limit, true))
 			}
 		}
 	}
