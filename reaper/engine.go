@@ -63,7 +63,8 @@ type Config struct {
 	// descriptor opened before the runner started). The engine calls it in
 	// each SIGKILL round before its own walk, which then finds what
 	// KillAll could not reach; an error is logged and the walk does the
-	// work. Emptiness is still decided by wait4 (ECHILD).
+	// work. ErrNoMembers says there is no group (quietly walked, like an
+	// error). Emptiness is still decided by wait4 (ECHILD).
 	KillAll func() error
 
 	// Members, when set, lists the processes the kernel keeps together

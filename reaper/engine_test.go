@@ -237,3 +237,65 @@ func TestEngineKillAllHook(t *testing.T) {
 		t.Fatalf("res %+v doc %+v", res, doc)
 	}
 }
+
+// A KillAll that finds no group (ErrNoMembers) is no kill: the first
+// SIGKILL round walks at once. Taken for a kill, the helper survived the
+// first round and met its SIGKILL only a round later: the second call
+// finds it still asleep, with no SIGKILL pending.
+func TestEngineKillAllNoGroupWalks(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "helper.pid")
+	script := `setsid sh -c 'trap "" TERM; echo $$ > ` + pidFile + `; while :; do sleep 1; done' & while [ ! -s ` + pidFile + ` ]; do sleep 0.01; done`
+	calls := 0
+	var lines []string
+	res, _ := runEngine(t, Config{Start: shell(script), Grace: 50 * time.Millisecond,
+		Logf: func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) },
+		KillAll: func() error {
+			calls++
+			if calls > 1 {
+				data, err := os.ReadFile(pidFile)
+				if err != nil {
+					t.Error(err)
+					return ErrNoMembers
+				}
+				if pid := strings.TrimSpace(string(data)); asleepUnkilled(pid) {
+					t.Errorf("SIGKILL round %d: helper %s is still asleep with no SIGKILL pending: the first round did not walk", calls, pid)
+				}
+			}
+			return ErrNoMembers
+		}})
+	if calls == 0 {
+		t.Fatal("KillAll was never called")
+	}
+	if !res.Escalated {
+		t.Fatalf("res %+v", res)
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "one step") {
+			t.Errorf("no group is not an error worth a line: %q", l)
+		}
+	}
+}
+
+// asleepUnkilled reports whether the process is sleeping or stopped with
+// no SIGKILL pending: one no SIGKILL has reached (a killed one is woken,
+// and runs to its exit).
+func asleepUnkilled(pid string) bool {
+	data, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		return false // gone
+	}
+	state, killed := "", false
+	for _, l := range strings.Split(string(data), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "State":
+			state = v
+		case "SigPnd", "ShdPnd":
+			if mask, err := strconv.ParseUint(v, 16, 64); err == nil && mask&(1<<(unix.SIGKILL-1)) != 0 {
+				killed = true
+			}
+		}
+	}
+	return !killed && (strings.HasPrefix(state, "S") || strings.HasPrefix(state, "T"))
+}

@@ -14,8 +14,9 @@ import (
 // cgroup lists its tree, so no /proc walk (per process a pidfd, a stat
 // file and a children file opened, read and closed) is needed to find it.
 
-// ErrNoMembers is what Members.List returns when the run turned out to
-// have no group: the engine walks /proc, and says nothing of it.
+// ErrNoMembers is what Members.List and Config.KillAll return when the
+// run turned out to have no group: the engine walks /proc, and says
+// nothing of it.
 var ErrNoMembers = errors.New("no group")
 
 var (

@@ -152,10 +152,15 @@ func (e *engine) killRound(now time.Time) {
 	first := !e.escalated
 	oneStep := false
 	if e.cfg.KillAll != nil {
-		if err := e.cfg.KillAll(); err != nil {
-			e.cfg.Logf("kill the runner's tree in one step: %v; walking it instead", err)
-		} else {
+		switch err := e.cfg.KillAll(); {
+		case err == nil:
 			oneStep = true
+		case errors.Is(err, ErrNoMembers):
+			// No group after all: the walk, as without KillAll. Taken
+			// for a kill, it left the first round without a walk and
+			// the tree's SIGKILL a round (killEvery) late.
+		default:
+			e.cfg.Logf("kill the runner's tree in one step: %v; walking it instead", err)
 		}
 	}
 	n := 0

@@ -112,14 +112,16 @@ func (e *Engine) Refused(err error) {
 }
 
 // killAll is the engine's Config.KillAll: cgroup.kill, one write through
-// the descriptor opened before the runner started. Nil without a cgroup.
+// the descriptor opened before the runner started. Without a cgroup (none
+// was made, or it was given up at the start) it says so with
+// reaper.ErrNoMembers, and the engine walks: nil would claim a kill.
 func (e *Engine) killAll() func() error {
 	said := false
 	return func() error {
 		e.awaitCgroup()
 		c := e.cgroup
-		if c == nil { // dropped at the start
-			return nil
+		if c == nil {
+			return reaper.ErrNoMembers
 		}
 		if err := c.Kill(); err != nil {
 			return err
