@@ -68,7 +68,15 @@ func openNetwork(p *stage.Proc, run *plan.Plan, rules, deny []egress.Rule) (*net
 	}
 	// The proxy reads the hosts file and the nameservers now, before the
 	// runner exists: nothing it writes later steers an allowed name.
-	n.proxy = egress.NewProxy(egress.Config{Rules: rules, Deny: deny, Log: n.log, Stderr: p.Stderr})
+	proxy, err := egress.NewProxy(egress.Config{Rules: rules, Deny: deny, Log: n.log, Stderr: p.Stderr})
+	if err != nil {
+		if n.log != nil {
+			n.log.Close()
+		}
+		return nil, &setuperr.SetupError{Step: "make the egress proxy's credentials", Err: err,
+			Hint: "corral reads random bytes with getrandom(2), or /dev/urandom where a seccomp profile refuses it; allow getrandom in the profile, or give the sandbox the kernel's /dev/urandom"}
+	}
+	n.proxy = proxy
 	return n, nil
 }
 

@@ -1869,3 +1869,30 @@ $NP tunnel %s 4 >"$R"/probe
 		e.assertGone()
 	})
 }
+
+// The proxy's credentials come from getrandom(2); a seccomp profile that
+// refuses it (older container profiles answer ENOSYS or EPERM) leaves
+// /dev/urandom, and without that too corral refuses the run (125) in
+// one line naming both: it used to panic with a stack trace. The
+// /dev/null bound over /dev/urandom is in a private mount namespace.
+func TestProxyCredentialsWithoutGetrandom(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, modes[0])
+	run := func(script string) result {
+		args := append(e.helper("deny-getrandom", "--", corralBin), e.args([]string{"--read-only", "--allow-net", "example.test"}, e.helper("exit", "-code", "3"))...)
+		cmd := e.command(append([]string{"-c", script, "sh"}, args...))
+		cmd.Path, cmd.Args[0] = "/bin/sh", "/bin/sh"
+		cmd.SysProcAttr.Credential = nil
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNS
+		return e.startCmd(cmd).wait(corralTimeout)
+	}
+	res := run(`exec "$@"`)
+	wantCode(t, res, 3)
+	res = run(`set -e; mount --make-rprivate /; mount --bind /dev/null /dev/urandom; exec "$@"`)
+	wantCode(t, res, 125)
+	if lines := strings.Split(strings.TrimSpace(res.stderr), "\n"); len(lines) != 1 ||
+		!strings.Contains(res.stderr, "getrandom") || !strings.Contains(res.stderr, "/dev/urandom") || strings.Contains(res.stderr, "goroutine") {
+		t.Errorf("want one line naming getrandom and /dev/urandom, got %q", res.stderr)
+	}
+	e.assertGone()
+}

@@ -204,6 +204,7 @@ func init() {
 		"pid1":               cmdPID1,
 		"nsprobe":            cmdNSProbe,
 		"deny-subreaper":     cmdDenySubreaper,
+		"deny-getrandom":     cmdDenyGetrandom,
 		"fds":                cmdFDs,
 		"accept":             cmdAccept,
 		"bytes":              cmdBytes,
@@ -797,6 +798,30 @@ func cmdDenySubreaper(fs *flag.FlagSet) func(*common) error {
 			{Code: jeq, K: unix.PR_SET_CHILD_SUBREAPER, Jt: 1, Jf: 0},
 			{Code: ret, K: unix.SECCOMP_RET_ALLOW},
 			{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EINVAL)},
+		}
+		return execFiltered(filter, c.args)
+	}
+}
+
+// cmdDenyGetrandom execs a program under a seccomp filter that fails
+// getrandom(2) with ENOSYS, as container profiles older than the call
+// did, and allows everything else.
+func cmdDenyGetrandom(fs *flag.FlagSet) func(*common) error {
+	return func(c *common) error {
+		if len(c.args) == 0 {
+			return errors.New("deny-getrandom: no program")
+		}
+		arch, err := seccompArch()
+		if err != nil {
+			return fmt.Errorf("deny-getrandom: %w", err)
+		}
+		filter := []unix.SockFilter{
+			{Code: ld, K: 4},
+			{Code: jeq, K: arch, Jt: 0, Jf: 2},
+			{Code: ld, K: 0},
+			{Code: jeq, K: unix.SYS_GETRANDOM, Jt: 1, Jf: 0},
+			{Code: ret, K: unix.SECCOMP_RET_ALLOW},
+			{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
 		}
 		return execFiltered(filter, c.args)
 	}

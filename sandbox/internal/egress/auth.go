@@ -3,6 +3,9 @@ package egress
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
 	"net/textproto"
 	"strings"
 
@@ -25,17 +28,64 @@ type credentials struct {
 // newCredentials reads the kernel's CSPRNG with getrandom(2), as
 // crypto/rand does on Linux: linking crypto/rand for 24 bytes brought the
 // FIPS 140 module's packages and their initialisers into every corral
-// process's start, whether it runs a proxy or not.
-func newCredentials() credentials {
+// process's start, whether it runs a proxy or not. Where a seccomp
+// profile refuses getrandom (older container profiles answer EPERM or
+// ENOSYS), /dev/urandom, crypto/rand's own fallback; an error if both
+// fail, never weaker credentials.
+func newCredentials() (credentials, error) {
 	var b [8 + 16]byte
+	if err := getrandom(b[:]); err != nil {
+		if uerr := urandom(b[:]); uerr != nil {
+			return credentials{}, fmt.Errorf("getrandom(2): %v; /dev/urandom: %v", err, uerr)
+		}
+	}
+	return credentials{user: "corral-" + hex.EncodeToString(b[:8]), pass: hex.EncodeToString(b[8:])}, nil
+}
+
+func getrandom(b []byte) error {
 	for n := 0; n < len(b); {
 		m, err := unix.Getrandom(b[n:], 0)
-		if err != nil && err != unix.EINTR {
-			panic("getrandom: " + err.Error()) // Linux ≥ 3.17; corral needs far newer
+		if err == unix.EINTR {
+			continue
 		}
-		n += max(m, 0)
+		if err != nil {
+			return err
+		}
+		n += m
 	}
-	return credentials{user: "corral-" + hex.EncodeToString(b[:8]), pass: hex.EncodeToString(b[8:])}
+	return nil
+}
+
+// urandom fills b from /dev/urandom, refusing anything that is not the
+// kernel's random device (a file or a /dev/null bound over it).
+func urandom(b []byte) error {
+	fd, err := unix.Open("/dev/urandom", unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	// The kernel's urandom is the character device 1:9.
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR || unix.Major(st.Rdev) != 1 || unix.Minor(st.Rdev) != 9 {
+		return errors.New("not the kernel's random device (character device 1:9)")
+	}
+	for n := 0; n < len(b); {
+		m, err := unix.Read(fd, b[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if m == 0 {
+			return io.ErrUnexpectedEOF
+		}
+		n += m
+	}
+	return nil
 }
 
 // match compares user and pass with the Proxy's, in time that depends on

@@ -293,7 +293,14 @@ func TestConstantTimeEqual(t *testing.T) {
 
 // Each proxy's credentials are fresh random hexadecimal.
 func TestCredentialsRandom(t *testing.T) {
-	a, b := newCredentials(), newCredentials()
+	a, err := newCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newCredentials()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if a == b || a.user == b.user || a.pass == b.pass {
 		t.Fatalf("two proxies got the same credentials: %+v %+v", a, b)
 	}

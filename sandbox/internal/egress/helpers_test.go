@@ -67,7 +67,10 @@ func startProxy(t testing.TB, cfg Config, rules ...string) *testProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := NewProxy(cfg)
+	p, err := NewProxy(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p.Serve(l)
 	t.Cleanup(func() { p.Close() })
 	proxyUserinfo.Store(l.Addr().String(), p.Userinfo())

@@ -107,8 +107,9 @@ const (
 )
 
 // NewProxy returns a Proxy for cfg. It serves nothing until Serve or
-// Forward is called.
-func NewProxy(cfg Config) *Proxy {
+// Forward is called. It fails only when no random bytes can be had for
+// the proxy's credentials.
+func NewProxy(cfg Config) (*Proxy, error) {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns
 	}
@@ -124,6 +125,10 @@ func NewProxy(cfg Config) *Proxy {
 	if cfg.Resolver == nil {
 		cfg.Resolver = NewLaunchResolver(HostsPath, ResolvConfPath)
 	}
+	auth, err := newCredentials()
+	if err != nil {
+		return nil, err
+	}
 	policy := NewPolicy(cfg.Rules, cfg.Resolver)
 	policy.deny = append([]Rule(nil), cfg.Deny...)
 	policy.local = interfaceAddrs()
@@ -131,13 +136,13 @@ func NewProxy(cfg Config) *Proxy {
 	return &Proxy{
 		cfg:       cfg,
 		policy:    policy,
-		auth:      newCredentials(),
+		auth:      auth,
 		ctx:       ctx,
 		cancel:    cancel,
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[net.Conn]*connState),
 		denied:    make(map[string]struct{}),
-	}
+	}, nil
 }
 
 // Serve serves the HTTP and SOCKS5 proxy on l, telling them apart by the
