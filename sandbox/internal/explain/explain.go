@@ -394,9 +394,7 @@ func procMountHint(f Facts) string {
 func resourceHint(err error, env, argv []string, caller stage.Caller) string {
 	switch {
 	case errors.Is(err, unix.EMFILE):
-		var rl unix.Rlimit
-		_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &rl)
-		return fmt.Sprintf("corral has reached its open-file limit (RLIMIT_NOFILE %s, hard %s): raise it (ulimit -n; %s)", plan.RlimitValue(rl.Cur), plan.RlimitValue(rl.Max), container.Here().Ulimit("nofile"))
+		return stage.NoFileHint()
 	case errors.Is(err, unix.EBADF) && len(caller.FDs) > 0:
 		// stage.Files puts a stage's socket above the caller's highest
 		// descriptor, which must stay below the limit.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/corral-sh/corral/internal/container"
+	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,4 +40,12 @@ func sizeText(n uint64) string {
 		return strconv.FormatFloat(float64(n)/(1<<10), 'f', 1, 64) + " KiB"
 	}
 	return strconv.FormatUint(n, 10) + " bytes"
+}
+
+// NoFileHint is the fix for EMFILE in any of corral's processes: the
+// limit it met, and how to raise it where corral runs.
+func NoFileHint() string {
+	var rl unix.Rlimit
+	_ = unix.Getrlimit(unix.RLIMIT_NOFILE, &rl)
+	return fmt.Sprintf("corral has reached its open-file limit (RLIMIT_NOFILE %s, hard %s): raise it (ulimit -n; %s)", plan.RlimitValue(rl.Cur), plan.RlimitValue(rl.Max), container.Here().Ulimit("nofile"))
 }

@@ -7,6 +7,7 @@
 package supervise
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/corral-sh/corral/internal/cgroup"
@@ -111,6 +112,12 @@ func (e *Engine) Run(jobs reaper.JobControl, ownsNamespace bool) (int, error) {
 		Logf:          e.p.Log(),
 	})
 	if err != nil {
+		// Out of descriptors while starting the runner (its fork's
+		// pipe, the exec stage's socket): the same fix as anywhere.
+		var se *setuperr.SetupError
+		if errors.As(err, &se) && se.Hint == "" && errors.Is(se.Err, unix.EMFILE) {
+			se.Hint = stage.NoFileHint()
+		}
 		return exitstatus.Setup, err
 	}
 	return res.ExitCode, nil
