@@ -50,7 +50,7 @@ func runPidns(p *stage.Proc, n *network) (int, error) {
 	start := stage.InitStart{Plan: run, Terminal: term != nil, Mask: p.Caller.Mask,
 		CgroupOwner: os.Getpid(), // the name an operator sees outside
 		ModeLine:    modeLine(&run, userns)}
-	pid, link, err := stage.Spawn(stage.InitArg0, stage.MsgInitStart, start, syscall.ProcAttr{Sys: sys}, p.Caller)
+	pid, link, err := spawnInit(start, sys, p.Caller)
 	if err != nil {
 		return exitstatus.Setup, explain.CloneFailure(&run, p.Caller, sys.Cloneflags, userns, err)
 	}
@@ -76,6 +76,21 @@ func runPidns(p *stage.Proc, n *network) (int, error) {
 	// here meanwhile waited in the channel and is passed on now.
 	sigs.Wait()
 	return relay(pid, sigs, term, broken)
+}
+
+// spawnInit clones the init from this thread (runPidns locked it) with
+// the later signals blocked, besides what the caller blocked: the child
+// of a Go fork starts with its forking thread's mask, and the init reads
+// them from a signalfd (reaper.CatchBlockedSignals) instead of
+// registering each with os/signal, a round trip to the Go runtime's
+// signal thread apiece. The runner still gets the caller's mask
+// (InitStart.Mask). This thread's mask is its own again after the clone.
+func spawnInit(start stage.InitStart, sys *syscall.SysProcAttr, caller stage.Caller) (int, *stage.Link, error) {
+	later, old := reaper.LaterSignals(), unix.Sigset_t{}
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &later, &old); err == nil {
+		defer unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+	}
+	return stage.Spawn(stage.InitArg0, stage.MsgInitStart, start, syscall.ProcAttr{Sys: sys}, caller)
 }
 
 // initAttr is how the init is cloned: its namespaces, and, in a new user

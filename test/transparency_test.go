@@ -22,14 +22,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// startPaths are the two ways corral starts a runner: forked straight from
-// the engine, and through the re-executed exec stage, which a resource
-// limit selects.
+// startPaths are the ways corral starts a runner: forked straight from
+// the engine and held under ptrace until every signal is registered,
+// forked without that hold (--allow-new-privs: a traced exec would not
+// grant what an untraced one does), and through the re-executed exec
+// stage, which a resource limit selects.
 var startPaths = []struct {
 	name string
 	opts []string
 }{
 	{"direct", nil},
+	{"unheld", []string{"--allow-new-privs"}},
 	{"exec-stage", []string{"--rlimit", "RLIMIT_NOFILE=1024:4096"}},
 }
 
@@ -324,6 +327,91 @@ func TestBlockedSignalsReachTheRunner(t *testing.T) {
 		if viaCorral != direct {
 			t.Errorf("runner under corral: %q, run directly: %q", viaCorral, direct)
 		}
+		e.assertGone()
+	})
+}
+
+// The pidns init reads the forwarded signals os/signal would register one
+// round trip each (SIGUSR1, SIGWINCH, the real-time ones, ...) from a
+// signalfd: the host clones it with them blocked, and every thread of the
+// init keeps them blocked. A thread that let one through would hand it to
+// the Go runtime's handler, which drops what os/signal was not asked for;
+// os/signal's own thread used to. On the unheld path the init registers
+// them with os/signal too, before its starter thread takes the caller's
+// mask for the fork, and os/signal's thread unblocks them: there the test
+// asks only that they arrive. On every path a runner's first act, a signal
+// to its parent, comes back to it.
+func TestInitKeepsLaterSignalsBlocked(t *testing.T) {
+	later := []unix.Signal{unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH, unix.SIGALRM, unix.SIGPWR, 35, 50, 64}
+	forEachModeAndPath(t, func(t *testing.T, m mode, pathOpts []string) {
+		if !m.pidns() {
+			t.Skip("subreaper mode has no init: corral's own mask is its caller's")
+		}
+		e := newEnv(t, m)
+		for _, sig := range []string{"USR1", "50"} {
+			res := e.run(e.args(append(opts("", "0.2"), pathOpts...), e.helper("sigparent", "-sig", sig)))
+			wantCode(t, res, 0)
+		}
+		if slices.Contains(pathOpts, "--allow-new-privs") {
+			e.assertGone()
+			return
+		}
+		script := `for s in /proc/1/task/*/status; do grep ^SigBlk "$s"; done`
+		res := e.run(e.args(pathOpts, []string{"/bin/sh", "-c", script}))
+		wantCode(t, res, 0)
+		lines := strings.Fields(strings.ReplaceAll(res.stdout, "SigBlk:", ""))
+		if len(lines) < 2 {
+			t.Fatalf("want the init's threads' masks, got %q", res.stdout)
+		}
+		for i, hex := range lines {
+			mask, err := strconv.ParseUint(hex, 16, 64)
+			if err != nil {
+				t.Fatalf("thread %d: mask %q: %v", i, hex, err)
+			}
+			for _, sig := range later {
+				if mask&(1<<(uint(sig)-1)) == 0 {
+					t.Errorf("a thread of the init lets signal %d through (SigBlk %s): it must stay blocked, read from the signalfd", sig, hex)
+				}
+			}
+		}
+		e.assertGone()
+	})
+}
+
+// Where the init cannot give its held runner the caller's mask
+// (PTRACE_SETSIGMASK refused by a seccomp filter), it kills the held
+// runner before its first instruction and starts it again without the
+// hold: the runner runs once, with the caller's mask, and its signals
+// still come back to it.
+func TestHeldRunnerMaskRefused(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		if !m.pidns() {
+			t.Skip("only the pidns init holds a runner with signals blocked")
+		}
+		e := newEnv(t, m)
+		runs := e.file("runs")
+		script := `echo ran >> ` + runs + `; grep ^SigBlk /proc/self/status`
+		caller := func(argv ...string) result {
+			cmd := e.command(nil)
+			cmd.Path = helperBin
+			cmd.Args = append([]string{helperBin, "-marker", e.marker, "sigmask", "-block", blockedSignals, "--"}, argv...)
+			return e.startCmd(cmd).wait(corralTimeout)
+		}
+		direct := caller("/bin/sh", "-c", script)
+		wantCode(t, direct, 0)
+		via := caller(append(e.helper("deny-setsigmask", "--", corralBin), e.args(nil, []string{"/bin/sh", "-c", script})...)...)
+		wantCode(t, via, 0)
+		if via.stdout != direct.stdout {
+			t.Errorf("runner's mask under corral %q, run directly %q", via.stdout, direct.stdout)
+		}
+		data, _ := os.ReadFile(runs)
+		if n := strings.Count(string(data), "ran"); n != 2 {
+			t.Errorf("the runner ran %d times in two runs (one of them corral's): the held one must die before its first instruction", n)
+		}
+		cmd := e.command(nil)
+		cmd.Path = helperBin
+		cmd.Args = append(e.helper("deny-setsigmask", "--", corralBin), e.args(opts("", "0.2"), e.helper("sigparent", "-sig", "USR1"))...)
+		wantCode(t, e.startCmd(cmd).wait(corralTimeout), 0)
 		e.assertGone()
 	})
 }

@@ -205,6 +205,7 @@ func init() {
 		"nsprobe":            cmdNSProbe,
 		"deny-subreaper":     cmdDenySubreaper,
 		"deny-getrandom":     cmdDenyGetrandom,
+		"deny-setsigmask":    cmdDenySetsigmask,
 		"fds":                cmdFDs,
 		"accept":             cmdAccept,
 		"bytes":              cmdBytes,
@@ -822,6 +823,34 @@ func cmdDenyGetrandom(fs *flag.FlagSet) func(*common) error {
 			{Code: jeq, K: unix.SYS_GETRANDOM, Jt: 1, Jf: 0},
 			{Code: ret, K: unix.SECCOMP_RET_ALLOW},
 			{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
+		}
+		return execFiltered(filter, c.args)
+	}
+}
+
+// cmdDenySetsigmask execs a program under a seccomp filter that fails
+// ptrace(PTRACE_SETSIGMASK) with EPERM and allows everything else: the
+// pidns init then cannot give its held runner the caller's mask, and must
+// start it again without the hold.
+func cmdDenySetsigmask(fs *flag.FlagSet) func(*common) error {
+	return func(c *common) error {
+		if len(c.args) == 0 {
+			return errors.New("deny-setsigmask: no program")
+		}
+		arch, err := seccompArch()
+		if err != nil {
+			return fmt.Errorf("deny-setsigmask: %w", err)
+		}
+		// struct seccomp_data: nr at 0, arch at 4, args[0] (low word) at 16.
+		filter := []unix.SockFilter{
+			{Code: ld, K: 4},
+			{Code: jeq, K: arch, Jt: 0, Jf: 4},
+			{Code: ld, K: 0},
+			{Code: jeq, K: unix.SYS_PTRACE, Jt: 0, Jf: 2},
+			{Code: ld, K: 16},
+			{Code: jeq, K: unix.PTRACE_SETSIGMASK, Jt: 1, Jf: 0},
+			{Code: ret, K: unix.SECCOMP_RET_ALLOW},
+			{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
 		}
 		return execFiltered(filter, c.args)
 	}

@@ -24,8 +24,10 @@ func Main(newEngine stage.NewEngine) {
 	// First: the host passes signals on as soon as this init says ready,
 	// and a process inside the namespace may send any once the runner
 	// runs. The registration goes on while the namespaces are set up, and
-	// is complete before the init says so.
-	sigs := reaper.CatchSignals()
+	// is complete before the init says so. The host cloned this init with
+	// the later signals blocked: they wait in the kernel from its first
+	// instruction and are read from a signalfd, with no registration.
+	sigs := reaper.CatchBlockedSignals()
 	link, caller, msg, err := stage.Open(stage.StepInitStart)
 	if err != nil {
 		link.Fail(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"syscall"
+	"unsafe"
 
 	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
@@ -116,22 +117,27 @@ func newStarter(p *stage.Proc, plan *plan.Plan, terminal bool) *starter {
 	s := &starter{fork: make(chan int, 1), done: make(chan starterResult, 1)}
 	privileges, sigs, mask := plan.Privileges, p.Signals(), p.Caller.Mask
 	path, args, dir, env, sys := plan.Path, plan.Args, plan.Dir, plan.Env, runnerSys(terminal)
+	g := runnerGate(sigs, mask)
 	go func() {
 		runtime.LockOSThread() // never unlocked, and this goroutine never returns
 		// Privileges, then the TIOCSTI filter and a policy of TCP ports
 		// (confine.go); then the caller's mask, which ForkExec gives the
-		// child from the forking thread (this one forks nothing else).
+		// child from the forking thread (this one forks nothing else),
+		// less what this process reads from a signalfd (gate).
 		restriction, err := confineRunner(privileges)
 		if err == nil {
-			err = stage.SetThreadMask(mask)
+			err = stage.SetThreadMask(g.thread)
+		}
+		hold := !privileges.AllowNewPrivs && !restriction.traced
+		if err == nil && !hold && g.unblock != nil {
+			go sigs.NotifyBlocked() // what the fork without a hold needs, begun now
 		}
 		cg := <-s.fork
 		if err == nil {
 			if !restriction.filtered {
 				p.Logf("--allow-new-privs without CAP_SYS_ADMIN: the kernel takes no seccomp filter, so the runner may use TIOCSTI")
 			}
-			hold := !privileges.AllowNewPrivs && !restriction.traced
-			r := forkHeld(path, args, dir, env, sys, cg, hold, sigs.Wait)
+			r := forkHeld(path, args, dir, env, sys, cg, hold, g)
 			r.listener = restriction.listener
 			s.done <- r
 		} else {
@@ -140,6 +146,50 @@ func newStarter(p *stage.Proc, plan *plan.Plan, terminal bool) *starter {
 		select {}
 	}()
 	return s
+}
+
+// gate is what the runner's first instruction waits for, and the signal
+// mask it starts with.
+type gate struct {
+	ready func() // every signal of this process registered
+	// thread is the starter thread's mask: the runner's (the caller's),
+	// and the signals this process reads from a signalfd
+	// (reaper.Signals.Blocked), which no thread of it may let through.
+	thread unix.Sigset_t
+	// runner, when not nil, is the runner's mask where it differs from
+	// thread: a held runner gets it with PTRACE_SETSIGMASK before its
+	// first instruction, and unblock makes it the thread's own for a fork
+	// without a hold.
+	runner  *unix.Sigset_t
+	unblock func() error
+}
+
+func runnerGate(sigs interface {
+	Wait()
+	Blocked() unix.Sigset_t
+	NotifyBlocked()
+}, mask unix.Sigset_t) gate {
+	g := gate{ready: sigs.Wait, thread: mask}
+	blocked := sigs.Blocked()
+	for i := range g.thread.Val {
+		g.thread.Val[i] |= blocked.Val[i]
+	}
+	if g.thread != mask {
+		g.runner = &mask
+		g.unblock = func() error {
+			// Registered from a goroutine of its own: from this locked
+			// thread each round trip to the runtime's signal thread
+			// would be a hand-off between two locked threads.
+			done := make(chan struct{})
+			go func() {
+				sigs.NotifyBlocked()
+				close(done)
+			}()
+			<-done
+			return stage.SetThreadMask(mask)
+		}
+	}
+	return g
 }
 
 // start forks the runner from the starter thread, into the cgroup cg
@@ -167,7 +217,7 @@ func (s *starter) start(cg int) starterResult {
 // cg (-1: none) is the run's cgroup, which the runner starts in (clone3's
 // CLONE_INTO_CGROUP, in the same SysProcAttr as the ptrace request); where
 // the kernel refuses that and a start outside works, the result says so.
-func forkHeld(path string, args []string, dir string, env []string, sys *syscall.SysProcAttr, cg int, hold bool, ready func()) starterResult {
+func forkHeld(path string, args []string, dir string, env []string, sys *syscall.SysProcAttr, cg int, hold bool, g gate) starterResult {
 	untraced := &syscall.SysProcAttr{}
 	if sys != nil {
 		*untraced = *sys
@@ -186,42 +236,67 @@ func forkHeld(path string, args []string, dir string, env []string, sys *syscall
 	if hold {
 		attr.Sys = &traced
 		pid, err := fork()
-		if err == nil {
-			releaseHeld(pid, ready)
+		if err == nil && releaseHeld(pid, g) {
 			r.pid, r.ok = pid, true
 			return r
 		}
-		if !refused(err) {
+		if err != nil && !refused(err) {
 			return r // an exec failure: the exec stage reports it
 		}
 		attr.Sys = untraced
 	}
-	ready()
+	if g.unblock != nil {
+		if err := g.unblock(); err != nil {
+			return r // the exec stage sets the mask itself
+		}
+	}
+	g.ready()
 	pid, err := fork()
 	r.pid, r.ok = pid, err == nil
+	if g.unblock != nil {
+		_ = stage.SetThreadMask(g.thread) // parked from now on: block them again
+	}
 	return r
 }
 
 // releaseHeld waits for the held runner's stop at its execve, then for
-// ready, and detaches from it. A runner killed before it stopped is left
-// as it is, unreaped, for the engine (WNOWAIT).
-func releaseHeld(pid int, ready func()) {
+// ready, gives it its mask (g.runner) and detaches from it. A runner
+// killed before it stopped is left as it is, unreaped, for the engine
+// (WNOWAIT). It reports false when the mask could not be set: the runner
+// was killed and reaped before its first instruction, and the caller
+// starts it again without a hold.
+func releaseHeld(pid int, g gate) bool {
 	var info unix.Siginfo
 	for {
 		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WSTOPPED|unix.WNOWAIT|unix.WALL, nil)
 		if err != unix.EINTR {
 			if err != nil {
-				return
+				return true
 			}
 			break
 		}
 	}
-	ready()
+	g.ready()
 	const cldTrapped = 4 // si_code of a ptrace stop (<asm-generic/siginfo.h>)
-	if info.Code == cldTrapped {
-		// data 0: the SIGTRAP is not delivered.
-		_ = unix.PtraceDetach(pid)
+	if info.Code != cldTrapped {
+		return true
 	}
+	if g.runner != nil {
+		// sizeof(sigset_t) is the kernel's 8 bytes.
+		_, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SETSIGMASK, uintptr(pid), 8, uintptr(unsafe.Pointer(g.runner)), 0, 0)
+		if errno != 0 {
+			_ = unix.Kill(pid, unix.SIGKILL)
+			var ws unix.WaitStatus
+			for {
+				if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != unix.EINTR {
+					return false
+				}
+			}
+		}
+	}
+	// data 0: the SIGTRAP is not delivered.
+	_ = unix.PtraceDetach(pid)
+	return true
 }
 
 // runnerSys is what the runner's process needs in terminal mode: its own
