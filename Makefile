@@ -57,9 +57,10 @@ bench: build
 	$(BENCH_BUILD)
 	bin/bench -corral $(BIN) -runner bin/bench-runner $(BENCH_FLAGS)
 	@echo '## The egress proxy: bulk throughput and connection setup, against a direct loopback connection'
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./sandbox/internal/egress/
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./sandbox/internal/egress/ > bin/bench-egress.txt; st=$$?; cat bin/bench-egress.txt; exit $$st
 	@echo '## The socket checker: one checked connect (seccomp user notification) against an unchecked one, blocking and non-blocking'
-	$(GO) test -run '^$$' -bench CheckedConnect -benchtime 2s ./sandbox/internal/sockcheck/
+	$(GO) test -run '^$$' -bench CheckedConnect -benchtime 2s ./sandbox/internal/sockcheck/ > bin/bench-sockcheck.txt; st=$$?; cat bin/bench-sockcheck.txt; exit $$st
+	@awk -f test/bench/goals.awk bin/bench-egress.txt bin/bench-sockcheck.txt
 
 bench-smoke: build
 	$(BENCH_BUILD)
