@@ -29,11 +29,14 @@ import (
 // netns is a network namespace of the test's own, with only loopback, up:
 // a goroutine locked to an OS thread that unshared it runs what must
 // happen inside (listening, starting corral, which inherits the thread's
-// namespace). The thread is never unlocked, so it ends with the goroutine
-// when the test ends, and the namespace with the last socket or process
-// in it. Should that thread be the main thread, the Go runtime keeps it,
-// in the namespace, and /proc/net (the main thread's) shows the namespace
-// from then on: other tests read /proc/thread-self/net.
+// namespace). When the test ends the thread goes back to the test's
+// namespace and is unlocked; the namespace ends with the last socket or
+// process in it. The thread must not end with the goroutine: it may have
+// started, before this test locked it, a corral of another test's, whose
+// Pdeathsig (env.command) would then kill it (seen in a CI run: a pidns
+// corral killed by SIGKILL in its grace). Should that thread be the main
+// thread, /proc/net (the main thread's) shows the namespace while the
+// test runs: other tests read /proc/thread-self/net.
 type netns struct {
 	do   chan func()
 	quit chan struct{}
@@ -44,11 +47,26 @@ func newNetns(t *testing.T) *netns {
 	n := &netns{do: make(chan func()), quit: make(chan struct{})}
 	ready := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: see netns
+		runtime.LockOSThread()
+		home, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			ready <- fmt.Errorf("open this thread's network namespace: %w", err)
+			return
+		}
+		defer unix.Close(home)
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			ready <- fmt.Errorf("unshare(CLONE_NEWNET): %w", err)
 			return
 		}
+		// Back home and unlocked, the thread goes on serving the test
+		// binary; where setns fails it stays locked and ends here.
+		defer func() {
+			if unix.Setns(home, unix.CLONE_NEWNET) == nil {
+				runtime.UnlockOSThread()
+			}
+		}()
 		if err := loopbackUp(); err != nil {
 			ready <- err
 			return
