@@ -777,82 +777,62 @@ func cmdNSProbe(fs *flag.FlagSet) func(*common) error {
 	}
 }
 
-// cmdDenySubreaper execs a program under a seccomp filter that fails
-// prctl(PR_SET_CHILD_SUBREAPER) with EINVAL and allows everything else: the
-// one way to make corral's subreaper setup fail for real.
-func cmdDenySubreaper(fs *flag.FlagSet) func(*common) error {
-	return func(c *common) error {
-		if len(c.args) == 0 {
-			return errors.New("deny-subreaper: no program")
-		}
-		arch, err := seccompArch()
-		if err != nil {
-			return fmt.Errorf("deny-subreaper: %w", err)
-		}
-		// struct seccomp_data: nr at 0, arch at 4, args[0] (low word) at 16.
-		filter := []unix.SockFilter{
-			{Code: ld, K: 4},
-			{Code: jeq, K: arch, Jt: 0, Jf: 4},
-			{Code: ld, K: 0},
-			{Code: jeq, K: unix.SYS_PRCTL, Jt: 0, Jf: 2},
-			{Code: ld, K: 16},
-			{Code: jeq, K: unix.PR_SET_CHILD_SUBREAPER, Jt: 1, Jf: 0},
-			{Code: ret, K: unix.SECCOMP_RET_ALLOW},
-			{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EINVAL)},
-		}
-		return execFiltered(filter, c.args)
-	}
-}
+// The deny-* commands exec a program under a seccomp filter that fails
+// one system call (with its first argument, when given) with an errno and
+// allows everything else: the one way to make a step of corral's fail for
+// real.
+var (
+	// prctl(PR_SET_CHILD_SUBREAPER) fails with EINVAL: corral's subreaper
+	// setup.
+	cmdDenySubreaper = denyCall("deny-subreaper", unix.SYS_PRCTL, unix.PR_SET_CHILD_SUBREAPER, unix.EINVAL)
+	// getrandom(2) fails with ENOSYS, as container profiles older than
+	// the call did: the proxy's credentials.
+	cmdDenyGetrandom = denyCall("deny-getrandom", unix.SYS_GETRANDOM, anyArg, unix.ENOSYS)
+	// ptrace(PTRACE_SETSIGMASK) fails with EPERM: the pidns init cannot
+	// give its held runner the caller's mask, and must start it again
+	// without the hold.
+	cmdDenySetsigmask = denyCall("deny-setsigmask", unix.SYS_PTRACE, unix.PTRACE_SETSIGMASK, unix.EPERM)
+)
 
-// cmdDenyGetrandom execs a program under a seccomp filter that fails
-// getrandom(2) with ENOSYS, as container profiles older than the call
-// did, and allows everything else.
-func cmdDenyGetrandom(fs *flag.FlagSet) func(*common) error {
-	return func(c *common) error {
-		if len(c.args) == 0 {
-			return errors.New("deny-getrandom: no program")
-		}
-		arch, err := seccompArch()
-		if err != nil {
-			return fmt.Errorf("deny-getrandom: %w", err)
-		}
-		filter := []unix.SockFilter{
-			{Code: ld, K: 4},
-			{Code: jeq, K: arch, Jt: 0, Jf: 2},
-			{Code: ld, K: 0},
-			{Code: jeq, K: unix.SYS_GETRANDOM, Jt: 1, Jf: 0},
-			{Code: ret, K: unix.SECCOMP_RET_ALLOW},
-			{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
-		}
-		return execFiltered(filter, c.args)
-	}
-}
+// anyArg is denyCall's arg0 for a call refused whatever its arguments.
+const anyArg = -1
 
-// cmdDenySetsigmask execs a program under a seccomp filter that fails
-// ptrace(PTRACE_SETSIGMASK) with EPERM and allows everything else: the
-// pidns init then cannot give its held runner the caller's mask, and must
-// start it again without the hold.
-func cmdDenySetsigmask(fs *flag.FlagSet) func(*common) error {
-	return func(c *common) error {
-		if len(c.args) == 0 {
-			return errors.New("deny-setsigmask: no program")
+func denyCall(name string, nr uint32, arg0 int64, errno unix.Errno) func(*flag.FlagSet) func(*common) error {
+	return func(fs *flag.FlagSet) func(*common) error {
+		return func(c *common) error {
+			if len(c.args) == 0 {
+				return errors.New(name + ": no program")
+			}
+			arch, err := seccompArch()
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			// struct seccomp_data: nr at 0, arch at 4, args[0] (low word)
+			// at 16. Jump offsets count from the next instruction.
+			deny := unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(errno)}
+			allow := unix.SockFilter{Code: ret, K: unix.SECCOMP_RET_ALLOW}
+			filter := []unix.SockFilter{
+				{Code: ld, K: 4},
+				{Code: jeq, K: arch, Jt: 0, Jf: 2}, // another arch: allow
+				{Code: ld, K: 0},
+				{Code: jeq, K: nr, Jt: 1, Jf: 0}, // the call: deny (or check arg0)
+				allow,
+				deny,
+			}
+			if arg0 != anyArg {
+				filter = []unix.SockFilter{
+					{Code: ld, K: 4},
+					{Code: jeq, K: arch, Jt: 0, Jf: 4},
+					{Code: ld, K: 0},
+					{Code: jeq, K: nr, Jt: 0, Jf: 2},
+					{Code: ld, K: 16},
+					{Code: jeq, K: uint32(arg0), Jt: 1, Jf: 0},
+					allow,
+					deny,
+				}
+			}
+			return execFiltered(filter, c.args)
 		}
-		arch, err := seccompArch()
-		if err != nil {
-			return fmt.Errorf("deny-setsigmask: %w", err)
-		}
-		// struct seccomp_data: nr at 0, arch at 4, args[0] (low word) at 16.
-		filter := []unix.SockFilter{
-			{Code: ld, K: 4},
-			{Code: jeq, K: arch, Jt: 0, Jf: 4},
-			{Code: ld, K: 0},
-			{Code: jeq, K: unix.SYS_PTRACE, Jt: 0, Jf: 2},
-			{Code: ld, K: 16},
-			{Code: jeq, K: unix.PTRACE_SETSIGMASK, Jt: 1, Jf: 0},
-			{Code: ret, K: unix.SECCOMP_RET_ALLOW},
-			{Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
-		}
-		return execFiltered(filter, c.args)
 	}
 }
 
