@@ -118,17 +118,26 @@ func CatchSignals() *Signals { return AdoptSignals(sigstart.Begin()) }
 // began (cmd/corral/internal/early begins them before main): it registers
 // the rest in the background, once first's are done.
 func AdoptSignals(first *sigstart.Start) *Signals {
-	s := &Signals{
+	s := newSignals(first)
+	s.finish()
+	return s
+}
+
+func newSignals(first *sigstart.Start) *Signals {
+	return &Signals{
 		children: make(chan os.Signal, 1),
 		incoming: first.Incoming,
 		first:    first,
 		done:     make(chan struct{}),
 	}
+}
+
+// finish registers the rest in the background, once first's are done.
+func (s *Signals) finish() {
 	go func() {
-		first.Wait()
+		s.first.Wait()
 		s.background()
 	}()
-	return s
 }
 
 // CatchBlockedSignals is CatchSignals for a process whose starter cloned
@@ -149,17 +158,11 @@ func AdoptSignals(first *sigstart.Start) *Signals {
 // them (to fork a child with its caller's mask) calls NotifyBlocked
 // first.
 func CatchBlockedSignals() *Signals {
-	first := sigstart.Begin()
+	s := newSignals(sigstart.Begin())
 	var mask unix.Sigset_t
 	_ = unix.PthreadSigmask(unix.SIG_BLOCK, nil, &mask)
-	s := &Signals{
-		children: make(chan os.Signal, 1),
-		incoming: first.Incoming,
-		first:    first,
-		done:     make(chan struct{}),
-	}
 	for _, sig := range laterSignals {
-		if hasSig(&mask, sig) && !first.Ignored[sig] {
+		if hasSig(&mask, sig) && !s.first.Ignored[sig] {
 			addSig(&s.blocked, sig)
 		}
 	}
@@ -170,10 +173,7 @@ func CatchBlockedSignals() *Signals {
 			s.notifyBlocked()
 		}
 	}
-	go func() {
-		first.Wait()
-		s.background()
-	}()
+	s.finish() // after blocked is set: background reads it
 	return s
 }
 
