@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // signalTrace records, in a tracefs instance of its own, every SIGKILL,
@@ -30,7 +32,7 @@ type signalTrace struct {
 
 func startSignalTrace(t *testing.T) *signalTrace {
 	t.Helper()
-	dir := filepath.Join("/sys/kernel/tracing/instances", "corral-test-"+randomHex())
+	dir := filepath.Join(tracefs(t), "instances", "corral-test-"+randomHex())
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		missingFeature(t, fmt.Sprintf("no tracefs instance for the signal_generate tracepoint: %v", err))
 	}
@@ -50,6 +52,33 @@ func startSignalTrace(t *testing.T) *signalTrace {
 	tr.write("events/signal/signal_generate/filter", "sig == 9 || sig == 15 || sig == 18")
 	tr.write("events/signal/signal_generate/enable", "1")
 	return tr
+}
+
+// tracefs returns where tracefs is mounted: the host's
+// /sys/kernel/tracing when it is, else a mount of the test's own on a
+// temporary folder, unmounted at the test's end. A fresh machine has none
+// mounted (systemd mounts it on first access only where it runs), and
+// tracefs is one file system whatever the mount point, so a private mount
+// sees the same instances and tracepoints without changing the host's
+// /sys for anything else.
+func tracefs(t *testing.T) string {
+	t.Helper()
+	const host = "/sys/kernel/tracing"
+	if _, err := os.Stat(filepath.Join(host, "instances")); err == nil {
+		return host
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("nodev", dir, "tracefs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		missingFeature(t, fmt.Sprintf("tracefs is not mounted at %s and mounting it on %s failed: %v", host, dir, err))
+	}
+	// Registered after TempDir's own cleanup, so it runs first: the
+	// folder is empty again when TempDir removes it.
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmounting the test's tracefs at %s: %v", dir, err)
+		}
+	})
+	return dir
 }
 
 func (tr *signalTrace) write(name, value string) {
