@@ -94,13 +94,13 @@ func hasSig(set *unix.Sigset_t, sig syscall.Signal) bool {
 // CatchSignals registers every signal corral handles, in this process, in
 // three steps: the signals whose Go default is fatal (a goroutine dump, or
 // death), before it returns; SIGPIPE; and the rest, in the background.
-// Call it at the process's start, once, or AdoptSignals. WaitUrgent
+// Call it at the process's start, once. WaitUrgent
 // returns after the second step: a process must not write to its stdout
 // or stderr before it (a closed pipe would kill it), nor decide whether it
 // was cancelled. Wait returns after the third: nothing may let the runner
 // run before it.
 //
-// Only the first step is on the launch's path (sigstart.Begin, which also
+// Only the first step is on the launch's path (it also
 // makes the Go runtime's signal thread): a fatal signal must be caught
 // before the process does anything a caller can see. Each of the
 // rest costs a round trip to that thread (about 10 µs), while the process
@@ -112,12 +112,15 @@ func hasSig(set *unix.Sigset_t, sig syscall.Signal) bool {
 // inherited SIG_IGN only for SIGHUP, SIGINT and the job-control signals
 // (it installs its own handler for the others before any of corral's
 // code runs, golang/go#22497), so those are the ones corral can keep.
-func CatchSignals() *Signals { return AdoptSignals(sigstart.Begin()) }
-
-// AdoptSignals finishes the registration whose first two steps first
-// began (cmd/corral/internal/early begins them before main): it registers
-// the rest in the background, once first's are done.
-func AdoptSignals(first *sigstart.Start) *Signals {
+//
+// Where corral's own start already began the first two steps (the corral
+// command begins them before main, cmd/corral/internal/early),
+// CatchSignals takes that registration over and does only the rest.
+func CatchSignals() *Signals {
+	first := sigstart.Take()
+	if first == nil {
+		first = sigstart.Begin()
+	}
 	s := newSignals(first)
 	s.finish()
 	return s

@@ -3,6 +3,8 @@ package reaper
 import (
 	"testing"
 	"time"
+
+	"github.com/corral-sh/corral/internal/exitstatus"
 )
 
 // A runner that outlives the timeout is cancelled as by SIGTERM, and the
@@ -27,5 +29,13 @@ func TestEngineTimeoutNotReached(t *testing.T) {
 	res, doc := runEngine(t, Config{Start: shell("exit 3"), Grace: time.Second, Timeout: time.Hour})
 	if res.ExitCode != 3 || res.TerminationSignal != 0 || doc.TerminationSignal != nil || *doc.RunnerExitCode != 3 {
 		t.Fatalf("res %+v doc %+v, want the runner's own status 3 and no termination signal", res, doc)
+	}
+}
+
+// ExitTimeout is written out, so that the library's API names no internal
+// package; it must stay corral's own timeout status.
+func TestExitTimeoutIsCorrals(t *testing.T) {
+	if ExitTimeout != exitstatus.Timeout {
+		t.Fatalf("ExitTimeout is %d, internal/exitstatus.Timeout is %d", ExitTimeout, exitstatus.Timeout)
 	}
 }

@@ -8,9 +8,17 @@ package test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -207,4 +215,145 @@ func TestPlanIsData(t *testing.T) {
 		return
 	}
 	t.Fatal("go list found no sandbox/internal/plan")
+}
+
+// Every package of the module is named, by its path in backquotes, in
+// docs/ARCHITECTURE.md: the map a newcomer reads never lags the house.
+func TestArchitectureNamesEveryPackage(t *testing.T) {
+	doc, err := os.ReadFile("../docs/ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range listPackages(t) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		if rel == "" {
+			continue
+		}
+		if !strings.Contains(string(doc), "`"+rel+"`") {
+			t.Errorf("docs/ARCHITECTURE.md does not name package `%s`: say what it is and who uses it", rel)
+		}
+	}
+}
+
+// The libraries a program outside the module may import — reaper and
+// reaper/statefile — name in their exported API (signatures, exported
+// fields, the types and values of exported constants and variables) only
+// their own exported types and the standard library's, never a package
+// beneath an internal/ folder: no program outside this module could build
+// such an argument (`go doc -all ./reaper` is what it sees).
+func TestLibraryAPINamesNoInternalPackage(t *testing.T) {
+	for _, dir := range []string{"reaper", "reaper/statefile"} {
+		for _, bad := range internalInAPI(t, "../"+dir) {
+			t.Errorf("%s: exported API names an internal package: %s", dir, bad)
+		}
+	}
+}
+
+// internalInAPI parses the package in dir (test files left out) and lists
+// each place its exported API names an import whose path has an internal
+// element.
+func internalInAPI(t *testing.T, dir string) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) == 0 {
+		t.Fatalf("no package in %s", dir)
+	}
+	var bad []string
+	for _, pkg := range pkgs {
+		for _, f := range pkg.Files {
+			internal := map[string]string{} // local name → import path
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				if !slices.Contains(strings.Split(path, "/"), "internal") {
+					continue
+				}
+				name := path[strings.LastIndex(path, "/")+1:]
+				if imp.Name != nil {
+					name = imp.Name.Name
+				}
+				internal[name] = path
+			}
+			var walk func(n ast.Node, what string)
+			walk = func(n ast.Node, what string) {
+				if n == nil || reflect.ValueOf(n).IsNil() {
+					return
+				}
+				ast.Inspect(n, func(n ast.Node) bool {
+					switch n := n.(type) {
+					case *ast.StructType: // exported fields only
+						for _, fld := range n.Fields.List {
+							if len(fld.Names) == 0 || slices.ContainsFunc(fld.Names, (*ast.Ident).IsExported) {
+								walk(fld.Type, what)
+							}
+						}
+						return false
+					case *ast.InterfaceType: // exported methods and embedded ones
+						for _, m := range n.Methods.List {
+							if len(m.Names) == 0 || m.Names[0].IsExported() {
+								walk(m.Type, what)
+							}
+						}
+						return false
+					case *ast.SelectorExpr:
+						if x, ok := n.X.(*ast.Ident); ok && internal[x.Name] != "" {
+							bad = append(bad, fmt.Sprintf("%s (%s): %s.%s from %s", what, fset.Position(n.Pos()), x.Name, n.Sel.Name, internal[x.Name]))
+						}
+					}
+					return true
+				})
+			}
+			for _, d := range f.Decls {
+				switch d := d.(type) {
+				case *ast.FuncDecl:
+					if !d.Name.IsExported() || (d.Recv != nil && !exportedReceiver(d.Recv)) {
+						continue
+					}
+					walk(d.Type, "func "+d.Name.Name)
+				case *ast.GenDecl:
+					for _, s := range d.Specs {
+						switch s := s.(type) {
+						case *ast.TypeSpec:
+							// An alias (type SetupError = setuperr.SetupError)
+							// is the package's own name for the type: a
+							// program outside names, builds and matches it
+							// through that name, so it is no closed door.
+							if s.Name.IsExported() && !s.Assign.IsValid() {
+								walk(s.TypeParams, "type "+s.Name.Name)
+								walk(s.Type, "type "+s.Name.Name)
+							}
+						case *ast.ValueSpec:
+							if !slices.ContainsFunc(s.Names, (*ast.Ident).IsExported) {
+								continue
+							}
+							walk(s.Type, s.Names[0].Name)
+							for _, v := range s.Values { // go doc prints them
+								walk(v, s.Names[0].Name)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return bad
+}
+
+// exportedReceiver reports whether a method's receiver is an exported type.
+func exportedReceiver(recv *ast.FieldList) bool {
+	typ := recv.List[0].Type
+	if star, ok := typ.(*ast.StarExpr); ok {
+		typ = star.X
+	}
+	switch x := typ.(type) {
+	case *ast.IndexExpr:
+		typ = x.X
+	case *ast.IndexListExpr:
+		typ = x.X
+	}
+	id, ok := typ.(*ast.Ident)
+	return ok && id.IsExported()
 }

@@ -47,8 +47,8 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		return subcommand(args[0])(args[1:], stdout, stderr)
 	}
 	var sigs *reaper.Signals // nil in a test binary: sandbox makes its own
-	if early.Start != nil {
-		sigs = reaper.AdoptSignals(early.Start)
+	if early.Begun() {
+		sigs = reaper.CatchSignals() // takes over what early began
 	}
 	opts, notes, err := parseRunNoted(args, lookup)
 	if err != nil && sigs != nil {

@@ -9,12 +9,13 @@
 // needed more (golang.org/x/sys/unix, the OCI types, encoding/json…) would
 // wait for all of them and every package that sorts before it. The rest of
 // the registration, and everything that uses it, is package reaper's
-// (reaper.AdoptSignals).
+// (reaper.CatchSignals, which takes the registration over: Take).
 package sigstart
 
 import (
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -76,6 +77,22 @@ func Begin() *Start {
 	}()
 	return s
 }
+
+// held is the registration a process's start began (BeginHeld) until the
+// code that finishes it takes it (Take): package reaper's CatchSignals,
+// whose exported API then needs no type of this internal package.
+var held atomic.Pointer[Start]
+
+// BeginHeld is Begin at a process's start (cmd/corral/internal/early,
+// before main): the registration is held for Take.
+func BeginHeld() { held.Store(Begin()) }
+
+// Held reports whether a registration begun at the start waits for Take.
+func Held() bool { return held.Load() != nil }
+
+// Take returns the registration BeginHeld began, once: nil when none was
+// begun or it was already taken.
+func Take() *Start { return held.Swap(nil) }
 
 // Wait returns once the fatal signals and SIGPIPE are registered.
 func (s *Start) Wait() { <-s.done }

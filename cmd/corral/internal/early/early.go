@@ -2,9 +2,9 @@
 // Go default is fatal (package sigstart), in its package initialisation:
 // before main, and as soon as the Go runtime can, so that as few signals
 // as possible find the Go runtime's default (a goroutine dump for
-// SIGQUIT, death for SIGTERM or a closed pipe's SIGPIPE). main hands the
-// registration to package reaper (reaper.AdoptSignals), which does the
-// rest.
+// SIGQUIT, death for SIGTERM or a closed pipe's SIGPIPE). Package
+// sigstart holds the registration until package reaper takes it
+// (reaper.CatchSignals) and does the rest.
 //
 // The Go runtime initialises packages by repeatedly taking the first, in
 // import-path order, whose imports are all initialised. So this package
@@ -24,10 +24,12 @@ import (
 	"github.com/corral-sh/corral/internal/stagearg"
 )
 
-// Start is the registration's first step, nil when this process is not a
-// run: a subcommand, a stage corral re-executes itself as (each makes its
-// own), or a test binary.
-var Start *sigstart.Start
+// Begun reports whether this process began the registration at its
+// start: false when it is not a run (a subcommand, a stage corral
+// re-executes itself as — each makes its own — or a test binary).
+func Begun() bool { return begun }
+
+var begun bool
 
 // The subcommands: commands that do not run a runner. They keep the signal
 // dispositions of a plain command-line tool. This is corral's one list of
@@ -55,6 +57,7 @@ func init() {
 		return
 	}
 	if args := os.Args[1:]; len(args) == 0 || !IsSubcommand(args[0]) {
-		Start = sigstart.Begin()
+		sigstart.BeginHeld()
+		begun = true
 	}
 }
