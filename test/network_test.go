@@ -1288,8 +1288,8 @@ waitfor "$R"/end
 // decisionKeys and endKeys are exactly the keys of a --net-log decision
 // line and end line.
 var (
-	decisionKeys = []string{"address", "decision", "host", "id", "port", "reason", "time"}
-	endKeys      = []string{"bytes_down", "bytes_up", "duration_ms", "event", "id", "time"}
+	decisionKeys = []string{"address", "decision", "host", "id", "port", "reason", "run", "time", "via"}
+	endKeys      = []string{"bytes_down", "bytes_up", "duration_ms", "event", "id", "run", "time", "via"}
 )
 
 // --net-log (SPEC.md Network policy): one JSON line per proxied connection,
@@ -1360,13 +1360,38 @@ func TestNetLog(t *testing.T) {
 			return nil
 		}
 		allow := find("host", "good.test")
-		wantState(t, allow, map[string]any{"id": 1, "port": srv.port, "address": "127.0.0.2", "decision": "allow"})
-		wantState(t, find("event", "end"), map[string]any{"id": 1, "bytes_up": up, "bytes_down": down})
+		wantState(t, allow, map[string]any{"id": 1, "port": srv.port, "address": "127.0.0.2", "decision": "allow", "via": "proxy"})
+		wantState(t, find("event", "end"), map[string]any{"id": 1, "bytes_up": up, "bytes_down": down, "via": "proxy"})
 		deny := find("host", "bad.test")
 		// A refused name is never resolved: a lookup would leak it to DNS.
-		wantState(t, deny, map[string]any{"id": 2, "port": badPort, "address": "", "decision": "deny"})
+		wantState(t, deny, map[string]any{"id": 2, "port": badPort, "address": "", "decision": "deny", "via": "proxy"})
 		if r, _ := deny["reason"].(string); r == "" {
 			t.Errorf("the deny line gives no reason: %v", deny)
+		}
+		run, _ := allow["run"].(string)
+		for _, l := range lines {
+			if l["run"] != run || len(run) != 12 {
+				t.Errorf("--net-log line %v: want the run's one id (12 hex digits, %q) on every line", l, run)
+			}
+		}
+
+		// A second run appending to the same file starts its ids at 1
+		// again, and its run field tells its lines apart.
+		res = e.startCmd(e.withHosts(e.args(rules, runner), e.markerEnv())).wait(corralTimeout)
+		wantNetCode(t, res, 0)
+		data, _ = os.ReadFile(log)
+		all := strings.Split(strings.TrimSpace(string(data)), "\n")
+		if len(all) != 6 {
+			t.Fatalf("--net-log after a second run: want 6 lines, got %d:\n%s", len(all), data)
+		}
+		for _, line := range all[3:] {
+			var doc map[string]any
+			if err := json.Unmarshal([]byte(line), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if r, _ := doc["run"].(string); r == run || len(r) != 12 {
+				t.Errorf("second run's line %q: want a run id of its own, not %q", line, run)
+			}
 		}
 
 		// A symlink at the path: its target is never written, whether corral
@@ -1895,4 +1920,46 @@ func TestProxyCredentialsWithoutGetrandom(t *testing.T) {
 		t.Errorf("want one line naming getrandom and /dev/urandom, got %q", res.stderr)
 	}
 	e.assertGone()
+}
+
+// git through the proxy sends its first request without the proxy's
+// credentials and retries with them (curl's proxy "anyauth"): the log
+// records that first one as a challenge, naming its destination, and
+// stderr names no refusal (SPEC.md Network policy, --log).
+func TestNetLogChallengeNotRefusal(t *testing.T) {
+	requireClients(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		e := newEnv(t, m)
+		repo, _ := bareRepo(t)
+		s := startNetServers(t, repo)
+		c := clientCase{"git-good", "git", hostURL("good.test", s.good, "repo.git"), true, nil}
+		log := e.file("net.log")
+		runner, results := e.script(c.shell())
+		res := e.startCmd(e.withHosts(e.args(netOpts(append([]string{"--net-log", log}, s.rules()...)...), runner), e.markerEnv())).wait(corralTimeout)
+		wantNetCode(t, res, 0)
+		c.check(t, results)
+		if strings.Contains(res.stderr, "denied") {
+			t.Errorf("stderr names a refusal, yet git's request went through:\n%s", res.stderr)
+		}
+		data, _ := os.ReadFile(log)
+		decisions := map[string]int{}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var doc map[string]any
+			if err := json.Unmarshal([]byte(line), &doc); err != nil {
+				t.Fatalf("--net-log line %q: %v", line, err)
+			}
+			d, _ := doc["decision"].(string)
+			if d == "" {
+				continue // an end line
+			}
+			decisions[d]++
+			if doc["host"] != "good.test" || doc["port"] != float64(s.good.port) {
+				t.Errorf("--net-log line %q: want good.test:%d named", line, s.good.port)
+			}
+		}
+		if decisions["challenge"] == 0 || decisions["allow"] == 0 || decisions["deny"] != 0 {
+			t.Errorf("--net-log decisions %v; want git's bare first request a challenge, then allows, no deny:\n%s", decisions, data)
+		}
+		e.assertGone()
+	})
 }

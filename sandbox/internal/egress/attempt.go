@@ -17,6 +17,7 @@ type attempt struct {
 	host    string // for display: a normalised name, an IP address, or a quoted oddity
 	port    uint16
 	address string
+	via     string    // ViaProxy unless set
 	id      uint64    // the decision line's, once written
 	allowed time.Time // when allowed; zero otherwise
 	up      int64
@@ -44,7 +45,7 @@ func (a *attempt) deny(reason string) {
 
 func (a *attempt) decide(decision, reason string) uint64 {
 	return a.p.cfg.Log.decision(&DecisionLine{Host: a.host, Port: a.port, Address: a.address,
-		Decision: decision, Reason: reason}, a.p.cfg.Stderr)
+		Decision: decision, Reason: reason, Via: a.via}, a.p.cfg.Stderr)
 }
 
 // end writes the end line of an allowed attempt.
@@ -52,7 +53,7 @@ func (a *attempt) end() {
 	if a.allowed.IsZero() {
 		return
 	}
-	a.p.cfg.Log.end(a.id, a.up, a.down, time.Since(a.allowed), a.p.cfg.Stderr)
+	a.p.cfg.Log.end(a.id, a.via, a.up, a.down, time.Since(a.allowed), a.p.cfg.Stderr)
 }
 
 // refusalsPerSecond bounds the decision lines of attempts refused before
@@ -98,6 +99,19 @@ func (r *refusalLimiter) drain() int {
 // destination was decided: a malformed request, missing or wrong
 // credentials, the connection cap. host is "" when not known yet.
 func (p *Proxy) refusedEarly(host string, port uint16, reason string) {
+	p.earlyLine(host, port, "deny", reason)
+}
+
+// challenged logs, rate-limited as refusedEarly, a request that came
+// without credentials and was answered with the 407 challenge: git, Java
+// and others send their first request bare and retry with the proxy
+// URL's credentials, so this is no refusal (no stderr line). A client
+// that never retries shows as challenges without an allow after them.
+func (p *Proxy) challenged(host string, port uint16) {
+	p.earlyLine(host, port, "challenge", reasonNoCredentials)
+}
+
+func (p *Proxy) earlyLine(host string, port uint16, decision, reason string) {
 	ok, leftOut := p.refusals.take(time.Now())
 	if !ok {
 		return
@@ -105,7 +119,7 @@ func (p *Proxy) refusedEarly(host string, port uint16, reason string) {
 	if host != "" {
 		host = displayHost(host)
 	}
-	p.cfg.Log.decision(&DecisionLine{Host: host, Port: port, Decision: "deny", Reason: reason,
+	p.cfg.Log.decision(&DecisionLine{Host: host, Port: port, Decision: decision, Reason: reason,
 		LeftOut: leftOut}, p.cfg.Stderr)
 }
 
@@ -132,7 +146,7 @@ func (p *Proxy) Direct(addr netip.AddrPort, reason string) {
 		return
 	}
 	p.cfg.Log.decision(&DecisionLine{Host: a.String(), Port: addr.Port(), Address: a.String(),
-		Decision: "deny", Reason: reason}, p.cfg.Stderr)
+		Decision: "deny", Reason: reason, Via: ViaDirect}, p.cfg.Stderr)
 	if len(p.cfg.Rules) == 0 {
 		p.warnf("corral: network: denied direct connection to %s: the command has no network (--net none)\n", dest)
 		return

@@ -88,10 +88,27 @@ func TestCredentialsRequired(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	tp.Close()
+	// A request without credentials is a challenge (git, Java and others
+	// send their first one bare, then retry with the proxy URL's), naming
+	// its destination; wrong credentials are a refusal without one.
+	challenges := 0
 	for _, e := range readLog(t, path) {
-		if r := e["reason"].(string); e["decision"] != "deny" || e["host"] != "" || !strings.Contains(r, "credentials") && !strings.Contains(r, "left out") {
+		r := e["reason"].(string)
+		switch {
+		case e["decision"] == "challenge":
+			challenges++
+			if e["host"] != "127.0.0.1" || e["port"] != float64(srv.port()) || r != reasonNoCredentials {
+				t.Errorf("log line %v: want a challenge naming %s and the missing credentials", e, target)
+			}
+		case e["decision"] != "deny" || e["host"] != "" || !strings.Contains(r, "credentials") && !strings.Contains(r, "left out"):
 			t.Errorf("log line %v: want a deny without a destination, naming the credentials", e)
 		}
+	}
+	if challenges != 2 {
+		t.Errorf("%d challenge lines; want 2 (a bare CONNECT and a bare absolute-URI request)", challenges)
+	}
+	if tp.stderr.String() != "" {
+		t.Errorf("stderr %q; want nothing: no destination was refused by the policy", tp.stderr.String())
 	}
 }
 
@@ -232,11 +249,11 @@ func TestForwardAndDirectLogged(t *testing.T) {
 	lines := readLog(t, path)
 	flPort := float64(fl.Addr().(*net.TCPAddr).Port)
 	want := []string{
-		fmt.Sprintf("map[address:127.0.0.1 decision:allow host:127.0.0.1 id:1 port:%v reason:--host-port 5432]", flPort),
-		"map[bytes_down:11 bytes_up:5 event:end id:1]",
+		fmt.Sprintf("map[address:127.0.0.1 decision:allow host:127.0.0.1 id:1 port:%v reason:--host-port 5432 via:direct]", flPort),
+		"map[bytes_down:11 bytes_up:5 event:end id:1 via:direct]",
 		// Once per destination in the log too: a runner that retries
 		// without end must not grow it without end.
-		"map[address:192.0.2.7 decision:deny host:192.0.2.7 id:2 port:443 reason:connect past the proxy]",
+		"map[address:192.0.2.7 decision:deny host:192.0.2.7 id:2 port:443 reason:connect past the proxy via:direct]",
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("log %v; want %v", lines, want)

@@ -222,7 +222,12 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, hl *headerLimit) {
 		return
 	}
 	if why := p.auth.checkBasic(req.header); why != "" {
-		p.refusedEarly("", 0, why)
+		if why == reasonNoCredentials {
+			host, port := peekTarget(req)
+			p.challenged(host, port)
+		} else {
+			p.refusedEarly("", 0, why)
+		}
 		writeHTTPAuthRequired(c, why)
 		return
 	}
@@ -278,6 +283,32 @@ func (p *Proxy) readHTTPRequest(c net.Conn, br *bufio.Reader, hl *headerLimit) (
 		writeHTTPError(c, statusBadRequest, psHeader, "malformed request")
 	}
 	return nil, f, false
+}
+
+// peekTarget is the destination a request names, for the log only, as
+// far as it can be read without answering anything: a CONNECT's
+// HOST:PORT, an absolute URI's authority; "" and 0 otherwise.
+func peekTarget(req *request) (string, uint16) {
+	hostport := req.target
+	if req.method != "CONNECT" {
+		u, err := url.Parse(req.target)
+		if err != nil || u.Host == "" {
+			return "", 0
+		}
+		hostport = u.Host
+		if u.Port() == "" {
+			hostport = net.JoinHostPort(u.Hostname(), "80")
+		}
+	}
+	host, portStr, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return "", 0
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return "", 0
+	}
+	return host, uint16(port)
 }
 
 // httpTarget reads the destination of an authenticated request: HOST:PORT

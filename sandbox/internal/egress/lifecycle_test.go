@@ -229,13 +229,15 @@ func TestForwardDialFailure(t *testing.T) {
 }
 
 // readLog reads the log's lines, checking each is one JSON object with
-// exactly the keys of a decision or an end line, ids in order and times
-// that never go back.
+// exactly the keys of a decision or an end line, ids in order, times
+// that never go back, and one run id on every line (the file holds one
+// run); it returns them without the run id.
 func readLog(t testing.TB, path string) []map[string]any {
 	t.Helper()
 	data, _ := os.ReadFile(path)
 	var out []map[string]any
 	var lastTime time.Time
+	run := ""
 	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
 		if l == "" {
 			continue
@@ -245,9 +247,20 @@ func readLog(t testing.TB, path string) []map[string]any {
 			t.Fatalf("%q: %v", l, err)
 		}
 		keys := strings.Join(slices.Sorted(maps.Keys(e)), ",")
-		decision, end := "address,decision,host,id,port,reason,time", "bytes_down,bytes_up,duration_ms,event,id,time"
-		if keys != decision && keys != end && keys != decision[:len("address,decision,host,id")]+",left_out,port,reason,time" {
+		decision, end := "address,decision,host,id,port,reason,run,time,via", "bytes_down,bytes_up,duration_ms,event,id,run,time,via"
+		if keys != decision && keys != end && keys != decision[:len("address,decision,host,id")]+",left_out,port,reason,run,time,via" {
 			t.Errorf("%q: keys %s; want a decision line's (%s) or an end line's (%s)", l, keys, decision, end)
+		}
+		r, _ := e["run"].(string)
+		if run == "" {
+			run = r
+		}
+		if len(r) != 12 || strings.Trim(r, "0123456789abcdef") != "" || r != run {
+			t.Errorf("%q: run %q; want the run's 12 hex digits (%q) on every line", l, r, run)
+		}
+		delete(e, "run")
+		if v := e["via"]; v != ViaProxy && v != ViaDirect && v != ViaDNS {
+			t.Errorf("%q: via %v; want proxy, direct or dns", l, v)
 		}
 		ts, err := time.Parse(time.RFC3339, e["time"].(string))
 		if err != nil || !strings.HasSuffix(e["time"].(string), "Z") || ts.Before(lastTime) {
@@ -333,13 +346,13 @@ func TestNetLog(t *testing.T) {
 	slices.SortFunc(ends, func(a, b map[string]any) int { return int(a["id"].(float64) - b["id"].(float64)) })
 	port := float64(srv.port())
 	wantDecisions := []map[string]any{
-		{"id": 1.0, "host": "svc.test", "port": port, "address": "127.0.0.1", "decision": "allow", "reason": "allowed by svc.test:*"},
-		{"id": 2.0, "host": "svc.test", "port": port, "address": "127.0.0.1", "decision": "allow", "reason": "allowed by svc.test:*"},
-		{"id": 3.0, "host": "evil.test", "port": 443.0, "address": "", "decision": "deny", "reason": "no rule allows this host"},
+		{"id": 1.0, "host": "svc.test", "port": port, "address": "127.0.0.1", "decision": "allow", "reason": "allowed by svc.test:*", "via": "proxy"},
+		{"id": 2.0, "host": "svc.test", "port": port, "address": "127.0.0.1", "decision": "allow", "reason": "allowed by svc.test:*", "via": "proxy"},
+		{"id": 3.0, "host": "evil.test", "port": 443.0, "address": "", "decision": "deny", "reason": "no rule allows this host", "via": "proxy"},
 	}
 	wantEnds := []map[string]any{
-		{"id": 1.0, "event": "end", "bytes_up": 100.0, "bytes_down": 200.0},
-		{"id": 2.0, "event": "end", "bytes_up": 7.0, "bytes_down": 14.0},
+		{"id": 1.0, "event": "end", "bytes_up": 100.0, "bytes_down": 200.0, "via": "proxy"},
+		{"id": 2.0, "event": "end", "bytes_up": 7.0, "bytes_down": 14.0, "via": "proxy"},
 	}
 	if fmt.Sprint(decisions) != fmt.Sprint(wantDecisions) || fmt.Sprint(ends) != fmt.Sprint(wantEnds) {
 		t.Errorf("decision lines %v\nend lines %v\nwant %v\nand %v", decisions, ends, wantDecisions, wantEnds)

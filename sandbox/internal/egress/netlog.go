@@ -29,7 +29,17 @@ type Log struct {
 	path   string
 	warned bool
 	nextID uint64 // the last id given; ids start at 1 per Log (per run)
+	// run names this run on every line: ids start at 1 per run, and runs
+	// may share one log file (a CI runner's jobs, an agent's sessions).
+	run string
 }
+
+// Via says how a connection went out, on each line of the log.
+const (
+	ViaProxy  = "proxy"  // through the egress proxy (HTTP or SOCKS5)
+	ViaDirect = "direct" // a connect past the proxy: checked by the engine, or a --host-port/--publish forward
+	ViaDNS    = "dns"    // a lookup answered (or refused) by corral
+)
 
 // OpenLog opens path for appending, creating it with mode 0600. It refuses
 // a symlink at path (O_NOFOLLOW) and anything but a regular file, so a runner
@@ -80,7 +90,37 @@ func OpenLog(path string) (*Log, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("--net-log %s: %w", path, err)
 	}
-	return &Log{f: os.NewFile(uintptr(fd), path), path: path}, nil
+	run, err := newRunID()
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("--net-log %s: an id for this run: %w", path, err)
+	}
+	return &Log{f: os.NewFile(uintptr(fd), path), path: path, run: run}, nil
+}
+
+// newRunID is 12 random hex digits: enough that runs sharing a log file
+// never meet, from the same source as the proxy's credentials.
+func newRunID() (string, error) {
+	var b [6]byte
+	if err := getrandom(b[:]); err != nil {
+		if uerr := urandom(b[:]); uerr != nil {
+			return "", fmt.Errorf("getrandom(2): %v; /dev/urandom: %v", err, uerr)
+		}
+	}
+	const hexDigits = "0123456789abcdef"
+	out := make([]byte, 0, 2*len(b))
+	for _, c := range b {
+		out = append(out, hexDigits[c>>4], hexDigits[c&15])
+	}
+	return string(out), nil
+}
+
+// Run is the id this log gives the run on each line ("" for a nil Log).
+func (l *Log) Run() string {
+	if l == nil {
+		return ""
+	}
+	return l.run
 }
 
 func openRetry(path string, flags int) (int, error) {
@@ -116,8 +156,10 @@ type DecisionLine struct {
 	Host     string `json:"host"`
 	Port     uint16 `json:"port"`
 	Address  string `json:"address"`
-	Decision string `json:"decision"`
+	Decision string `json:"decision"` // allow, deny, or challenge
 	Reason   string `json:"reason"`
+	Run      string `json:"run"`
+	Via      string `json:"via"` // ViaProxy, ViaDirect, ViaDNS
 	// LeftOut counts the rate-limited refusals not logged since the last
 	// line that carried a count (only on such refusals, and only when not
 	// zero).
@@ -132,6 +174,8 @@ type EndLine struct {
 	BytesUp    int64  `json:"bytes_up"`
 	BytesDown  int64  `json:"bytes_down"`
 	DurationMS int64  `json:"duration_ms"`
+	Run        string `json:"run"`
+	Via        string `json:"via"`
 }
 
 // decision gives d the next id and the time now, and appends it. The id
@@ -147,19 +191,26 @@ func (l *Log) decision(d *DecisionLine, warn io.Writer) uint64 {
 	l.nextID++
 	d.ID = l.nextID
 	d.Time = logTime(time.Now())
+	d.Run = l.run
+	if d.Via == "" {
+		d.Via = ViaProxy
+	}
 	l.writeLocked(d, warn)
 	return d.ID
 }
 
-// end appends the end line of attempt id.
-func (l *Log) end(id uint64, up, down int64, dur time.Duration, warn io.Writer) {
+// end appends the end line of attempt id, which went out via via.
+func (l *Log) end(id uint64, via string, up, down int64, dur time.Duration, warn io.Writer) {
 	if l == nil || id == 0 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if via == "" {
+		via = ViaProxy
+	}
 	l.writeLocked(&EndLine{Time: logTime(time.Now()), ID: id, Event: "end",
-		BytesUp: up, BytesDown: down, DurationMS: dur.Milliseconds()}, warn)
+		BytesUp: up, BytesDown: down, DurationMS: dur.Milliseconds(), Run: l.run, Via: via}, warn)
 }
 
 // writeLocked appends v as one line with one write(2), never buffered:

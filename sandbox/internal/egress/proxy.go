@@ -524,6 +524,7 @@ func (p *Proxy) serveProxy(c net.Conn) {
 
 func (p *Proxy) serveForward(c net.Conn, local net.Addr, what string, dial DialFunc, warnOnce *sync.Once) {
 	at := p.newAttempt("", 0)
+	at.via = ViaDirect // the runner's own connect, relayed: no proxy protocol
 	if ap, err := netip.ParseAddrPort(local.String()); err == nil {
 		at.host, at.port = ap.Addr().Unmap().String(), ap.Port()
 	}
