@@ -1027,6 +1027,16 @@ func TestAllowNetEnvironment(t *testing.T) {
 				}
 			}
 		}
+		// A NO_PROXY asked for by name with --setenv is kept (for a
+		// --host-port service, say), in both cases; the caller's
+		// inherited no_proxy=* does not survive.
+		res := e.run(e.args(netOpts("--allow-net", "good.test", "--setenv", "NO_PROXY", "127.0.0.1"), e.helper("env")), caller...)
+		wantNetCode(t, res, 0)
+		env := parseEnv(res.stdout)
+		if env["NO_PROXY"] != "127.0.0.1" || env["no_proxy"] != "127.0.0.1" || !strings.HasPrefix(env["HTTP_PROXY"], "http://") {
+			t.Errorf("--setenv NO_PROXY 127.0.0.1: runner's NO_PROXY %q, no_proxy %q, HTTP_PROXY %q; want the value given in both cases (the caller's no_proxy gone), corral's proxy",
+				env["NO_PROXY"], env["no_proxy"], env["HTTP_PROXY"])
+		}
 		e.assertGone()
 	})
 }

@@ -119,8 +119,26 @@ func (f *envFlags) apply(o *sandbox.Options) error {
 			out = append(out, kv)
 		}
 	}
+	noProxy := map[string]string{} // NO_PROXY and no_proxy as --setenv gave them
 	for _, s := range sets {
 		out = withVar(out, s.name, s.value)
+		if s.name == "NO_PROXY" || s.name == "no_proxy" {
+			noProxy[s.name] = s.value
+		}
+	}
+	if len(noProxy) > 0 {
+		// Asked for by name: kept beside the proxy variables of
+		// --allow-net, unlike an inherited one. Clients read one case
+		// or the other (curl and Python both), so a value given in one
+		// case is the other's too, unless that was given as well.
+		for name, other := range map[string]string{"NO_PROXY": "no_proxy", "no_proxy": "NO_PROXY"} {
+			if v, ok := noProxy[name]; ok {
+				if _, given := noProxy[other]; !given {
+					out = withVar(out, other, v)
+				}
+			}
+		}
+		o.Net.KeepNoProxy = true
 	}
 	if f.clear || len(f.unset) > 0 || len(sets) > 0 {
 		o.Env = out

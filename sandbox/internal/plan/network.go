@@ -54,7 +54,7 @@ func (p Plan) withProxy(addr, userinfo string) Plan {
 	if userinfo != "" {
 		addr = userinfo + "@" + addr
 	}
-	p.Env = WithProxyEnv(p.Env, addr)
+	p.Env = WithProxyEnv(p.Env, addr, p.Net.KeepNoProxy)
 	return p
 }
 

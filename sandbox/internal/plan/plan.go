@@ -89,6 +89,10 @@ type Network struct {
 	Publish []uint16
 	// LogPath is --net-log: one JSON line per proxied connection.
 	LogPath string
+	// KeepNoProxy: NO_PROXY or no_proxy was given with --setenv, so the
+	// runner keeps it beside the proxy variables (a caller's inherited
+	// one is dropped: clients would skip the proxy for those hosts).
+	KeepNoProxy bool
 	// ProxyAddr is where the runner reaches the egress proxy, set by the
 	// host side for the mode it runs (the init listens there in pidns
 	// mode); "": none.

@@ -31,10 +31,12 @@ func ProxyEnvFor(addr string) []string {
 	return env
 }
 
-// WithProxyEnv returns env without NO_PROXY, no_proxy and any proxy
+// WithProxyEnv returns env without NO_PROXY, no_proxy (unless keepNoProxy:
+// the user gave them with --setenv, for hosts a client should reach
+// without the proxy, such as a --host-port service) and any proxy
 // variable ProxyEnvFor sets, followed by ProxyEnvFor(addr).
-func WithProxyEnv(env []string, addr string) []string {
-	drop := map[string]bool{"NO_PROXY": true}
+func WithProxyEnv(env []string, addr string, keepNoProxy bool) []string {
+	drop := map[string]bool{"NO_PROXY": !keepNoProxy}
 	for _, v := range proxyVars {
 		drop[v.name] = true
 	}
