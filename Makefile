@@ -43,7 +43,7 @@ demo: build
 	@echo '$$ cat $(DEMO_STATE)'
 	@cat $(DEMO_STATE)
 
-# Benchmarks (docs/bench.md): corral in each mode beside tini, dumb-init,
+# Benchmarks (docs/benchmarks.md, test/bench/README.md): corral in each mode beside tini, dumb-init,
 # catatonit, bwrap and unshare (those installed), one markdown table per
 # workload. Run as root: some rows run as uid 65534. bench-smoke runs every
 # workload once at a tiny size and fails if anything is broken.
