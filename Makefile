@@ -66,8 +66,13 @@ bench-smoke: build
 	$(BENCH_BUILD)
 	bin/bench -smoke -corral $(BIN) -runner bin/bench-runner $(BENCH_FLAGS)
 
+# The binary and its man page (docs/corral.1, written by hand;
+# test/manpage_test.go keeps it in step with --help).
+MANDIR    ?= $(PREFIX)/share/man
+
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/corral
+	install -D -m 0644 docs/corral.1 $(DESTDIR)$(MANDIR)/man1/corral.1
 
 clean:
 	rm -rf bin
