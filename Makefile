@@ -43,7 +43,7 @@ demo: build
 	@echo '$$ cat $(DEMO_STATE)'
 	@cat $(DEMO_STATE)
 
-# Benchmarks (docs/bench.md): corral in each mode beside tini, dumb-init,
+# Benchmarks (docs/benchmarks.md, test/bench/README.md): corral in each mode beside tini, dumb-init,
 # catatonit, bwrap and unshare (those installed), one markdown table per
 # workload. Run as root: some rows run as uid 65534. bench-smoke runs every
 # workload once at a tiny size and fails if anything is broken.
@@ -66,8 +66,13 @@ bench-smoke: build
 	$(BENCH_BUILD)
 	bin/bench -smoke -corral $(BIN) -runner bin/bench-runner $(BENCH_FLAGS)
 
+# The binary and its man page (docs/corral.1, written by hand;
+# test/manpage_test.go keeps it in step with --help).
+MANDIR    ?= $(PREFIX)/share/man
+
 install: build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/corral
+	install -D -m 0644 docs/corral.1 $(DESTDIR)$(MANDIR)/man1/corral.1
 
 clean:
 	rm -rf bin

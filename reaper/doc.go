@@ -13,8 +13,8 @@
 //
 // Config.State takes any StateWriter; package reaper/statefile is corral's
 // own (statefile.Open), an atomic file that a runner sharing its folder
-// cannot redirect. The statuses Run returns are corral's (README.md, "Exit
-// status"): the runner's own, 128+signal, ExitTimeout, and 125 with a
+// cannot redirect. The statuses Run returns are corral's (docs/usage.md,
+// "Exit status"): the runner's own, 128+signal, ExitTimeout, and 125 with a
 // *SetupError.
 //
 // # What Run takes over in its process

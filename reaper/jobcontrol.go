@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// JobControl puts the engine in terminal mode (README.md, "Terminals"): the runner
+// JobControl puts the engine in terminal mode (docs/terminal.md): the runner
 // was started in a process group of its own that holds the terminal's
 // foreground, so the terminal's Ctrl-Z stops that group and never reaches
 // corral. The engine then follows the runner's stops (wait4 WUNTRACED) and

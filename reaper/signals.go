@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The signal table (README.md, "Signals and teardown").
+// The signal table (docs/signals-and-teardown.md).
 //
 // Cancelling signals end the run: the first is recorded, sent to the
 // whole tree, and starts the teardown. SIGHUP is not one of them: it is

@@ -1,6 +1,6 @@
 package sandbox
 
-// The host side of the network policy (README.md, "Network policy"): the
+// The host side of the network policy (docs/network.md): the
 // network session of one run. It opens before anything of the runner
 // exists (the rules, the log, the proxy), derives for each mode the plan
 // that mode's processes get (package plan, a pure function of the

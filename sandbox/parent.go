@@ -10,7 +10,7 @@ package sandbox
 // podman --init) and bubblewrap's are live parents, watched like any
 // other. A parent that exited before that instant has already handed
 // corral to a reaper, which cannot be told from one of those: that instant
-// is the window README.md documents.
+// is the window docs/sandbox.md documents.
 //
 // The watch costs no OS thread: the pidfd is an os.File in the Go
 // runtime's netpoller, and a goroutine parked on it waits in the epoll the

@@ -1,6 +1,6 @@
 package sandbox
 
-// The sandbox policy (README.md, "Sandboxing a command"): Landlock rules on the
+// The sandbox policy (docs/sandbox.md): Landlock rules on the
 // runner's thread, a timeout in the engine, and the parent watch of
 // --die-with-parent on the host side.
 //

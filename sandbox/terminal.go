@@ -1,6 +1,6 @@
 package sandbox
 
-// Terminal mode (README.md, "Terminals"). When stdin is corral's controlling
+// Terminal mode (docs/terminal.md). When stdin is corral's controlling
 // terminal and corral's process group holds its foreground, the runner is
 // started in a process group of its own that takes the foreground before
 // its first instruction (Setpgid + Foreground in the child, so the runner's

@@ -1,6 +1,6 @@
 package test
 
-// cgroup v2 containment (issue 8; README.md "Signals and teardown"): where a
+// cgroup v2 containment (issue 8; docs/signals-and-teardown.md): where a
 // writable cgroup v2 exists (root here; a delegated subtree elsewhere) the
 // runner starts inside a cgroup of its own, nothing it forks can leave it,
 // teardown's SIGKILL goes through cgroup.kill, and the cgroup is removed.

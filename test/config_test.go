@@ -1,7 +1,7 @@
 package test
 
 // --config (an OCI runtime-spec config.json), --rlimit, --net none and
-// `corral spec` (README.md: "OCI config (`--config`)", "Usage").
+// `corral spec` (docs/oci-config.md, docs/usage.md).
 
 import (
 	"encoding/json"
@@ -256,7 +256,7 @@ func TestConfigNetworkNamespaceHasOnlyLoopback(t *testing.T) {
 					// Subreaper mode has no network namespace: --net none
 					// is the socket filter, so the host's interfaces stay
 					// visible and every socket but AF_UNIX and AF_NETLINK
-					// fails with EACCES (README.md, "Network policy").
+					// fails with EACCES (docs/network.md).
 					if !strings.Contains(res.stdout, "\ndial=error: socket: EACCES") || !strings.Contains(res.stdout, "\nself=error: socket: EACCES") {
 						t.Errorf("subreaper --net none: want socket() refused with EACCES:\n%s", res.stdout)
 					}
@@ -453,25 +453,22 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 	})
 }
 
-// configDocsHeading starts the documentation of --config in README.md.
-const configDocsHeading = "## OCI config (`--config`)"
+// configDocsHeading starts the page that documents --config.
+const configDocsHeading = "# OCI config (`--config`)"
 
-// docsBlocks returns the fenced blocks of the --config section of the
+// docsBlocks returns the fenced blocks of the --config page of the
 // documentation, in order, as (language, text) pairs, and the file it read.
 func docsBlocks(t *testing.T) ([][2]string, string) {
 	t.Helper()
-	const file = "../README.md"
+	const file = "../docs/oci-config.md"
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The page is the section: from its title to its end.
 	_, section, ok := strings.Cut(string(data), configDocsHeading+"\n")
 	if !ok {
-		t.Fatalf("no %q section in README.md", configDocsHeading)
-	}
-	// The section ends at the next heading of the same level.
-	if i := strings.Index(section, "\n## "); i >= 0 {
-		section = section[:i]
+		t.Fatalf("%s: no %q title", file, configDocsHeading)
 	}
 	var blocks [][2]string
 	for {

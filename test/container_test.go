@@ -1,7 +1,8 @@
 package test
 
-// corral as a container entrypoint (README.md: "In a container",
-// "Privileges of the runner", "Exit status"; issue 11). Docker's defaults are rebuilt for real
+// corral as a container entrypoint (docs/containers.md,
+// docs/privileges.md, docs/usage.md "Exit status"; issue 11). Docker's
+// defaults are rebuilt for real
 // around corral as PID 1: a new PID and mount namespace whose /proc has
 // runc's masked and read-only paths, Docker's capability set (or none),
 // no_new_privs, and the part of moby's seccomp profile that refuses

@@ -1,8 +1,8 @@
 package test
 
 // Containment that nothing the runner (or the world around corral) does can
-// break (issue 8; README.md
-// "Signals and teardown", "Exit status"):
+// break (issue 8; docs/signals-and-teardown.md,
+// docs/usage.md "Exit status"):
 // broken pipes, fatal and early signals, an exhausted pids limit, a lowered
 // RLIMIT_NOFILE, orphans handed over while the tree is walked.
 
@@ -204,8 +204,8 @@ func rounds(t *testing.T, n int, fn func(t *testing.T, round int)) {
 // A cancel in corral's first milliseconds, while it starts the runner or
 // before the runner exists: 128+S, never a goroutine dump, nothing left.
 // The signal goes as soon as corral's code runs (its state file exists),
-// after a random 0-3 ms more. That is past the one window README.md
-// "Signals and teardown" allows (the Go runtime's start, before corral's
+// after a random 0-3 ms more. That is past the one window
+// docs/signals-and-teardown.md allows (the Go runtime's start, before corral's
 // package early has registered the fatal signals, which it does before
 // main: test/bench/window measures it), in every process of the run: the
 // host registered before its main, and in pidns mode the init before it

@@ -1,6 +1,6 @@
 package test
 
-// --mode auto's fallback, tested for real (README.md "Modes"; issue 3): for one
+// --mode auto's fallback, tested for real (docs/modes.md; issue 3): for one
 // corral run, make pidns impossible without touching the machine's global
 // settings, and check that auto runs in subreaper mode with every promise of
 // that mode kept, and that --mode pidns exits 125 naming the reason.

@@ -1119,7 +1119,7 @@ exec $NP serve %s "$R"/ready "$R"/stop
 		if m.pidns() {
 			wantStep(t, got, "listen "+other, "ok", "listening inside the runner's own network namespace")
 		} else {
-			// README.md, "Network policy": a bind on loopback is the tree's
+			// docs/network.md: a bind on loopback is the tree's
 			// own, on any port (a test server it starts), as on a
 			// namespace's loopback; the checker holds binds to loopback.
 			wantStep(t, got, "listen "+other, "ok", "subreaper mode: a loopback port the runner binds")

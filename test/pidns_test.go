@@ -1,7 +1,7 @@
 package test
 
-// Namespaces and the runner's privileges (README.md: "Modes",
-// "Privileges of the runner").
+// Namespaces and the runner's privileges (docs/modes.md,
+// docs/privileges.md).
 
 import (
 	"fmt"

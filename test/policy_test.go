@@ -1,6 +1,6 @@
 package test
 
-// The sandbox policy (README.md "Sandboxing a command"; issue 12), on the built
+// The sandbox policy (docs/sandbox.md; issue 12), on the built
 // binary in every mode, with the machine's real Landlock: the runner tries
 // each operation itself (helper "try") and says how it went, errno by
 // errno, and the files it must not have touched are checked from outside.

@@ -1,8 +1,8 @@
 package test
 
 // One test for each scenario of the suite of the Python supervisor that
-// corral replaces (its HERMES_CLI_PROCESS_* variables still work, README.md
-// "Usage"), in every mode.
+// corral replaces (its HERMES_CLI_PROCESS_* variables still work,
+// docs/usage.md), in every mode.
 
 import (
 	"fmt"

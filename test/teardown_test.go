@@ -1,7 +1,8 @@
 package test
 
-// Teardown at grace 0 through the run's cgroup (README.md "Signals and
-// teardown"): the SIGTERM round reaches the tree through the members
+// Teardown at grace 0 through the run's cgroup
+// (docs/signals-and-teardown.md): the SIGTERM round reaches the tree through
+// the members
 // cgroup.procs lists, without a /proc walk, and still reaches every
 // process, SIGCONT included, before the SIGKILL round.
 

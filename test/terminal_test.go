@@ -1,6 +1,6 @@
 package test
 
-// Terminal mode (README.md "Terminals"), driven through a real pseudo-terminal:
+// Terminal mode (docs/terminal.md), driven through a real pseudo-terminal:
 // the test holds the master side, types into it and reads the screen back;
 // corral, or an interactive shell that runs corral as a job, starts in a new
 // session with the slave side as its controlling terminal.

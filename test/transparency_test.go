@@ -1,6 +1,7 @@
 package test
 
-// Transparency (README.md "What the runner inherits"; issue 10): the
+// Transparency (docs/signals-and-teardown.md, "What the runner inherits";
+// issue 10): the
 // runner gets the caller's descriptors at their numbers, its arguments,
 // environment and paths byte for byte, and its blocked signal mask, in every
 // mode and on both of corral's start paths.

@@ -11,7 +11,7 @@ import (
 	"github.com/corral-sh/corral/sandbox"
 )
 
-// The runner's environment policy, with bubblewrap's names (README.md,
+// The runner's environment policy, with bubblewrap's names (docs/usage.md,
 // "The runner's environment"): --clearenv, then --unsetenv, then
 // --setenv, applied to the environment the runner would get otherwise
 // (the caller's without corral's own variables, or process.env of

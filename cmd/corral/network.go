@@ -14,7 +14,7 @@ import (
 	"github.com/corral-sh/corral/sandbox"
 )
 
-// The network policy's options (README.md, "Network policy").
+// The network policy's options (docs/network.md).
 
 var (
 	envNet      = []string{"CORRAL_NET"}

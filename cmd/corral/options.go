@@ -20,7 +20,7 @@ import (
 
 var errHelp = errors.New("help requested")
 
-// Bounds of the timing options (README.md, "Usage").
+// Bounds of the timing options (docs/usage.md).
 const (
 	graceDefault, graceMin, graceMax = 10.0, 0.0, 30.0
 	pollDefault, pollMin, pollMax    = 0.5, 0.01, 5.0

@@ -17,7 +17,7 @@ import (
 	"github.com/corral-sh/corral/sandbox"
 )
 
-// The sandbox policy's options (README.md, "Sandboxing a command").
+// The sandbox policy's options (docs/sandbox.md).
 
 var envTimeout = []string{"CORRAL_TIMEOUT_SECONDS"}
 

@@ -16,7 +16,7 @@ import (
 	"github.com/corral-sh/corral/internal/bounds"
 )
 
-// --settings (README.md, "Settings files"): a JSON file of options,
+// --settings (docs/usage.md, "Settings files"): a JSON file of options,
 // turned into flag values that go before the command line's, so that the
 // one flag parser reads both: a repeatable option's values from the file
 // come first and the command line's are added, and for any other option

@@ -1,4 +1,4 @@
-// Package exitstatus names corral's exit statuses once (README.md, "Exit
+// Package exitstatus names corral's exit statuses once (docs/usage.md, "Exit
 // status"). Every process role maps its outcome to one of these; none
 // writes the numbers itself.
 package exitstatus

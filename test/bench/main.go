@@ -12,7 +12,7 @@
 // peer that is not installed fails the run before anything is measured,
 // naming its package; -peers=false measures corral alone.
 //
-// Workloads (see docs/bench.md):
+// Workloads (see test/bench/README.md, docs/benchmarks.md):
 //
 //  1. launch: wall time of `X -- /bin/true`, and its ratio to /bin/true alone;
 //     each opt-in (--net none, --allow-net, --writable, --timeout, --state)

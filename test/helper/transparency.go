@@ -1,6 +1,7 @@
 package main
 
-// Commands for the transparency tests (README.md "What the runner inherits"): what the
+// Commands for the transparency tests (docs/signals-and-teardown.md, "What
+// the runner inherits"): what the
 // runner received, reported byte for byte, and a caller that blocks signals.
 
 import (

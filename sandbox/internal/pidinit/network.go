@@ -1,6 +1,6 @@
 package pidinit
 
-// The init's part of the network policy (README.md, "Network policy"):
+// The init's part of the network policy (docs/network.md):
 // the listening sockets the host side serves the egress proxy and the
 // --host-port forwards on are made here, inside the runner's network
 // namespace, and handed over the stage socket; a socket keeps the

@@ -8,8 +8,8 @@ import (
 	"github.com/corral-sh/corral/internal/seccomp"
 )
 
-// The network policy as each mode enforces it (README.md, "Network
-// policy"), derived from the caller's plan by pure functions, once per
+// The network policy as each mode enforces it (docs/network.md), derived
+// from the caller's plan by pure functions, once per
 // mode the launch tries: what the derived plan says is what the runner
 // gets, and the only copy that crosses to the init.
 

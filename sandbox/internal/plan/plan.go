@@ -66,8 +66,8 @@ type Privileges struct {
 	Notify, DenyVsock bool
 }
 
-// Network is the network policy of a run beyond --net none (README.md,
-// "Network policy"). Every part of it cuts the runner off the network
+// Network is the network policy of a run beyond --net none
+// (docs/network.md). Every part of it cuts the runner off the network
 // but for what it names: a network namespace of its own in pidns mode,
 // the socket filter and Landlock's TCP ports in subreaper mode.
 type Network struct {
@@ -124,7 +124,7 @@ type Namespaces struct {
 
 // Any reports whether a namespace was asked for that only pidns mode
 // honours. A network namespace is not among them: subreaper mode enforces
-// the network policy its own way (README.md, "Network policy").
+// the network policy its own way (docs/network.md).
 func (n Namespaces) Any() bool {
 	return n.IPC || n.UTS || n.User || n.Hostname != "" || n.PID
 }

@@ -1,6 +1,6 @@
 // Package portwatch tells which loopback TCP ports of this process's
-// network namespace have a server listening, for --publish (README.md,
-// "Network policy"): the pidns init watches the runner's namespace, so
+// network namespace have a server listening, for --publish
+// (docs/network.md): the pidns init watches the runner's namespace, so
 // that the host side listens on the host only while the runner's server
 // does, and subreaper mode's host side watches the host's, so that a
 // server on [::1] alone is reachable at 127.0.0.1 too.

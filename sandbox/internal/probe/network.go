@@ -9,7 +9,7 @@ import (
 
 // probeNetwork is `corral probe`'s answer for the network policy: how each
 // mode would enforce it here, and whether --net none and --allow-net work
-// (README.md, "Network policy"). netns is the probe child's answer for a
+// (docs/network.md). netns is the probe child's answer for a
 // new network namespace beside the PID namespace and a fresh /proc;
 // filter says whether the runner's seccomp filter can be installed. Every
 // mode also needs the socket checks (user notification, pidfd_getfd,

@@ -20,7 +20,7 @@ import (
 
 // restrictRunner applies p to the calling thread (applyPrivileges) and
 // installs the seccomp filter that fails ioctl(TIOCSTI) and
-// ioctl(TIOCLINUX) with EPERM (README.md, "Terminals": the runner cannot push
+// ioctl(TIOCLINUX) with EPERM (docs/terminal.md: the runner cannot push
 // input into the caller's terminal, the CVE-2017-5226 class), in every
 // mode and with or without a terminal. The caller has locked its goroutine
 // to the thread and execs or forks the runner from it, which inherits both.

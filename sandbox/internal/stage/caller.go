@@ -8,7 +8,8 @@ import (
 )
 
 // Caller is what corral inherited from its caller and hands on to the
-// runner as it came (README.md, "What the runner inherits"): every file descriptor at
+// runner as it came (docs/signals-and-teardown.md, "What the runner
+// inherits"): every file descriptor at
 // its number, and the blocked signal mask.
 type Caller struct {
 	// FDs are the descriptors from 3 up that the process was started with,
