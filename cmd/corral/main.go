@@ -50,7 +50,7 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 	if early.Start != nil {
 		sigs = reaper.AdoptSignals(early.Start)
 	}
-	opts, notes, err := parseRunNoted(args, lookup)
+	opts, notes, warnings, err := parseRunWarned(args, lookup)
 	if err != nil && sigs != nil {
 		// Before anything is written: a closed pipe must not kill corral.
 		sigs.WaitUrgent()
@@ -64,6 +64,12 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		return exitstatus.Usage
 	}
 	opts.Stderr = stderr
+	if len(warnings) > 0 && sigs != nil {
+		sigs.WaitUrgent() // as for an error: a closed stderr must not kill corral
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "corral: %s\n", w)
+	}
 	if opts.Verbose {
 		for _, n := range notes {
 			fmt.Fprintf(stderr, "corral: %s\n", n)
