@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 
 	"github.com/corral-sh/corral/cmd/corral/internal/early"
 	"github.com/corral-sh/corral/internal/exitstatus"
@@ -60,6 +61,11 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		fmt.Fprint(stdout, helpText())
 		return 0
 	case err != nil:
+		if s, ok := cancelledWhileParsing(sigs); ok {
+			// The cancel came first: corral ends as for one before the
+			// runner starts (SPEC.md, "Settings files").
+			return exitstatus.SignalBase + int(s)
+		}
 		fmt.Fprintf(stderr, "usage: %v\nRun 'corral --help' for the options.\n", err)
 		return exitstatus.Usage
 	}
@@ -88,6 +94,25 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		}
 	}
 	return status
+}
+
+// cancelledWhileParsing returns a cancelling signal that arrived while
+// corral read its options, when there is one; the others are dropped, as
+// corral is about to exit.
+func cancelledWhileParsing(sigs *reaper.Signals) (syscall.Signal, bool) {
+	if sigs == nil {
+		return 0, false
+	}
+	for {
+		select {
+		case sig := <-sigs.Incoming():
+			if s, ok := sig.(syscall.Signal); ok && reaper.IsCancelling(s) {
+				return s, true
+			}
+		default:
+			return 0, false
+		}
+	}
 }
 
 // subcommand is the handler of each subcommand package early lists (the
