@@ -62,7 +62,10 @@ Options:
                          true, "setenv": {"A": "1"}}; relative paths are the
                          file's directory's, ~ is $HOME), or sandbox-runtime's
                          ~/.srt-settings.json (network/filesystem), never weaker;
-                         the command line adds to lists, overrides the rest
+                         the command line adds to lists, overrides the rest.
+                         A regular file of at most 1 MiB, each key once; in
+                         srt's domain lists a CIDR is an error (use allow-net);
+                         corral warns when it lies beneath a --writable path
                          [CORRAL_SETTINGS]
 
 The runner's environment (after corral's own variables are removed; applied
@@ -88,8 +91,9 @@ enforce what is asked is an error, {setup}, never a run without it):
   A runner of uid 0 owns root's files: give a network or IPC policy with
   --writable or --read-only, or it can change what root runs later (corral
   says so).
-  --timeout SECONDS    after SECONDS cancel the run as by SIGTERM, then exit {timeout}
-                         [CORRAL_TIMEOUT_SECONDS]
+  --timeout SECONDS    after SECONDS cancel the run as by SIGTERM, then exit {timeout};
+                         above 0 and at most 31536000 (a year), fractions
+                         allowed  [CORRAL_TIMEOUT_SECONDS]
   --die-with-parent    cancel the run as by SIGTERM when corral's parent exits
 
 Network policy (every mode; fails closed like the sandbox policy):

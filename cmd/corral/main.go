@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 
 	"github.com/corral-sh/corral/cmd/corral/internal/early"
 	"github.com/corral-sh/corral/internal/exitstatus"
@@ -50,7 +51,7 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 	if early.Begun() {
 		sigs = reaper.CatchSignals() // takes over what early began
 	}
-	opts, notes, err := parseRunNoted(args, lookup)
+	opts, notes, warnings, err := parseRunWarned(args, lookup)
 	if err != nil && sigs != nil {
 		// Before anything is written: a closed pipe must not kill corral.
 		sigs.WaitUrgent()
@@ -60,10 +61,21 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		fmt.Fprint(stdout, helpText())
 		return 0
 	case err != nil:
+		if s, ok := cancelledWhileParsing(sigs); ok {
+			// The cancel came first: corral ends as for one before the
+			// runner starts (SPEC.md, "Settings files").
+			return exitstatus.SignalBase + int(s)
+		}
 		fmt.Fprintf(stderr, "usage: %v\nRun 'corral --help' for the options.\n", err)
 		return exitstatus.Usage
 	}
 	opts.Stderr = stderr
+	if len(warnings) > 0 && sigs != nil {
+		sigs.WaitUrgent() // as for an error: a closed stderr must not kill corral
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "corral: %s\n", w)
+	}
 	if opts.Verbose {
 		for _, n := range notes {
 			fmt.Fprintf(stderr, "corral: %s\n", n)
@@ -82,6 +94,25 @@ func run(args []string, lookup func(string) (string, bool), stdout, stderr io.Wr
 		}
 	}
 	return status
+}
+
+// cancelledWhileParsing returns a cancelling signal that arrived while
+// corral read its options, when there is one; the others are dropped, as
+// corral is about to exit.
+func cancelledWhileParsing(sigs *reaper.Signals) (syscall.Signal, bool) {
+	if sigs == nil {
+		return 0, false
+	}
+	for {
+		select {
+		case sig := <-sigs.Incoming():
+			if s, ok := sig.(syscall.Signal); ok && reaper.IsCancelling(s) {
+				return s, true
+			}
+		default:
+			return 0, false
+		}
+	}
 }
 
 // subcommand is the handler of each subcommand package early lists (the

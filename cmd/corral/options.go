@@ -45,9 +45,17 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 // the values used: a grace clamped from 45 to 30, an environment value
 // that did not parse.
 func parseRunNoted(args []string, lookup func(string) (string, bool)) (sandbox.Options, []string, error) {
-	var notes []string
-	o, err := parseRunWith(args, lookup, &notes)
+	o, notes, _, err := parseRunWarned(args, lookup)
 	return o, notes, err
+}
+
+// parseRunWarned is parseRunNoted, and also returns the warnings corral
+// prints whether or not -v is given: a settings file the runner could
+// rewrite.
+func parseRunWarned(args []string, lookup func(string) (string, bool)) (sandbox.Options, []string, []string, error) {
+	var notes, warnings []string
+	o, err := parseRunWith(args, lookup, &notes, &warnings)
+	return o, notes, warnings, err
 }
 
 // runFlags are the command line's flags, as parsed.
@@ -56,6 +64,7 @@ type runFlags struct {
 	set                          map[string]bool // the flags given
 	mode, state, grace, poll     string
 	configPath, settingsPath     string
+	settingsUsed, settingsFrom   string // the settings file read, and how it was named ("--settings PATH")
 	capAdd, rlimits              listFlag
 	allowNewPrivs, verbose, help bool
 	policy                       *policyFlags
@@ -66,7 +75,7 @@ type runFlags struct {
 // parseRunWith parses a run's command line into Options, one step after
 // another; each step reads flags (and the environment through lookup) and
 // sets its part of the Options.
-func parseRunWith(args []string, lookup func(string) (string, bool), notes *[]string) (sandbox.Options, error) {
+func parseRunWith(args []string, lookup func(string) (string, bool), notes, warnings *[]string) (sandbox.Options, error) {
 	f, err := parseFlags(args, lookup)
 	if err != nil {
 		return sandbox.Options{}, err
@@ -104,6 +113,12 @@ func parseRunWith(args []string, lookup func(string) (string, bool), notes *[]st
 	if err := o.Check(); err != nil && !errors.As(err, &setup) {
 		return o, f.network.named(err)
 	}
+	if f.settingsUsed != "" {
+		if w := writableOver(f.settingsUsed, o.Privileges.Landlock.Writable); w != "" { // settingsinput.go
+			*warnings = append(*warnings, fmt.Sprintf("warning: %s lies beneath the writable path %s: the runner can rewrite it for the next run; keep it outside every --writable path",
+				f.settingsFrom, w))
+		}
+	}
 	return o, nil
 }
 
@@ -127,7 +142,11 @@ func parseFlags(args []string, lookup func(string) (string, bool)) (*runFlags, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", from, err)
 	}
-	return parseCommandLine(append(pre, args...))
+	if f, err = parseCommandLine(append(pre, args...)); err != nil {
+		return nil, err
+	}
+	f.settingsUsed, f.settingsFrom = path, from
+	return f, nil
 }
 
 // parseCommandLine parses args and refuses a flag whose value would be

@@ -96,19 +96,31 @@ func absolute(paths []string) []string {
 	return out
 }
 
-// parseTimeout reads --timeout, strictly, or CORRAL_TIMEOUT_SECONDS,
-// leniently: a value that does not parse, or is not above zero, means no
-// timeout.
+// timeoutMax is the longest --timeout, a year: a finite bound, so that
+// no spelling of a number ("1e400" parses to +Inf) reaches the timer as
+// an endless or overflowing duration.
+const timeoutMax = 31536000.0
+
+// parseTimeout reads --timeout, strictly (a finite number above 0 and at
+// most timeoutMax, or a usage error naming that range), or
+// CORRAL_TIMEOUT_SECONDS, leniently as every variable: a value that does
+// not parse means the default, no timeout, and so does an infinite one
+// ("1e400"), which has no bound to be clamped to; one not above zero is
+// no timeout either, and one above the maximum is clamped to it.
 func parseTimeout(value string, flagSet bool, lookup func(string) (string, bool)) (time.Duration, error) {
 	var seconds float64
 	if flagSet {
 		v, err := bounds.Float(value, true, nil, nil, 0, math.Inf(-1), math.Inf(1))
-		if err != nil || !(v > 0) {
-			return 0, fmt.Errorf("--timeout: invalid value %q: want seconds above 0, e.g. 600 or 0.5", value)
+		if err != nil || math.IsInf(v, 0) || !(v > 0) || v > timeoutMax {
+			return 0, fmt.Errorf("--timeout: invalid value %s: want seconds above 0 and at most %d (a year), e.g. 600 or 0.5", bounds.Quote(value), int(timeoutMax))
 		}
 		seconds = v
-	} else {
-		seconds, _ = bounds.Float("", false, envTimeout, lookup, 0, 0, math.Inf(1))
+	} else if raw, ok := firstEnv(envTimeout, lookup); ok {
+		v, err := bounds.Float(strings.TrimSpace(raw), true, nil, nil, 0, math.Inf(-1), math.Inf(1))
+		if err != nil || math.IsInf(v, 0) {
+			return 0, nil
+		}
+		seconds = min(v, timeoutMax)
 	}
 	if !(seconds > 0) {
 		return 0, nil

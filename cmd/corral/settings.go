@@ -8,7 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -39,7 +39,7 @@ var pathKeys = map[string]bool{"state": true, "config": true, "writable": true, 
 // settingsArgs reads the settings file at path and returns its flag
 // values, each "--NAME=VALUE", for the flags of fs.
 func settingsArgs(fs *flag.FlagSet, path string, lookup func(string) (string, bool)) ([]string, error) {
-	data, err := os.ReadFile(path)
+	data, err := readSettingsFile(path) // settingsinput.go
 	if err != nil {
 		return nil, err
 	}
@@ -51,6 +51,9 @@ func settingsArgs(fs *flag.FlagSet, path string, lookup func(string) (string, bo
 	}
 	if dec.More() {
 		return nil, errors.New("not a JSON object: data after the object")
+	}
+	if err := checkDuplicateKeys(data); err != nil {
+		return nil, err
 	}
 	home, _ := lookup("HOME")
 	if _, ok := doc["network"]; ok {
@@ -311,6 +314,16 @@ func (s *srtSettings) networkArgs() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, l := range []struct {
+		key  string
+		list []string
+	}{{"allowedDomains", allowed}, {"deniedDomains", denied}} {
+		for _, d := range l.list {
+			if err := srtDomain(d); err != nil {
+				return nil, fmt.Errorf("key \"network.%s\": %w", l.key, err)
+			}
+		}
+	}
 	var args []string
 	if len(allowed) == 0 {
 		args = append(args, "--net=none") // denied names change nothing then
@@ -387,4 +400,25 @@ func hasPort(d string) bool {
 		return strings.Contains(d, "]:")
 	}
 	return strings.Contains(d, ":")
+}
+
+// srtDomain refuses an allowedDomains or deniedDomains entry that
+// sandbox-runtime would not read as a domain, a wildcard or an IP address
+// (with or without a port), where corral's --allow-net would read more:
+// a CIDR there is a name that never matches for srt, and "0.0.0.0/0" was
+// every address and every port for corral, the host's loopback included.
+func srtDomain(d string) error {
+	if !strings.Contains(d, "/") {
+		return nil
+	}
+	host := d // without a port: [ADDR/N]:PORT, ADDR/N:PORT
+	if rest, ok := strings.CutPrefix(d, "["); ok {
+		host, _, _ = strings.Cut(rest, "]")
+	} else if strings.Count(d, ":") == 1 {
+		host, _, _ = strings.Cut(d, ":")
+	}
+	if _, err := netip.ParsePrefix(host); err == nil {
+		return fmt.Errorf("%s is a CIDR, which sandbox-runtime reads as a domain name that never matches; for an address range, use corral's own settings key \"allow-net\" (e.g. {\"allow-net\": [\"10.0.0.0/8:443\"]})", bounds.Quote(d))
+	}
+	return fmt.Errorf("%s is not a domain, a wildcard or an IP address, as sandbox-runtime reads that list", bounds.Quote(d))
 }
