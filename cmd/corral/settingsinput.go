@@ -172,7 +172,7 @@ func walkKeys(dec *json.Decoder, path keyPath, depth int) error {
 				return fmt.Errorf("not a JSON object: %v", err)
 			}
 			key, _ := tok.(string) // the decoder gives only strings here
-			p := append(path, key)
+			p := append(path[:len(path):len(path)], key) // a copy: siblings share path
 			if seen[key] {
 				return fmt.Errorf("key %s given twice: the last one would silently win; give each key once", bounds.Quote(p.String()))
 			}
@@ -183,7 +183,7 @@ func walkKeys(dec *json.Decoder, path keyPath, depth int) error {
 		}
 	case '[':
 		for i := 0; dec.More(); i++ {
-			if err := walkKeys(dec, append(path, "["+strconv.Itoa(i)+"]"), depth+1); err != nil {
+			if err := walkKeys(dec, append(path[:len(path):len(path)], "["+strconv.Itoa(i)+"]"), depth+1); err != nil {
 				return err
 			}
 		}
