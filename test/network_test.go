@@ -1973,3 +1973,46 @@ func TestNetLogChallengeNotRefusal(t *testing.T) {
 		e.assertGone()
 	})
 }
+
+// A localhost entry (SPEC.md Network policy) admits the host's loopback on
+// its port with nothing else: curl through the proxy by name and by
+// address, and a client that skips the proxy (curl --noproxy), reach a
+// server on the host's 127.0.0.1:PORT; another port of the host's
+// loopback stays refused, through the proxy and direct.
+func TestAllowNetLocalhost(t *testing.T) {
+	requireClients(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		e := newEnv(t, m)
+		srv := startHTTP(t, "127.0.0.1", "")
+		other := startHTTP(t, "127.0.0.1", "")
+		get := func(name, url, extra string) string {
+			return fmt.Sprintf("curl -sS --max-time 10 %s -o \"$R\"/%[2]s.body -w '%%{http_code}' %s >\"$R\"/%[2]s.code 2>\"$R\"/%[2]s.err; echo $? >\"$R\"/%[2]s.exit\n",
+				extra, name, shq(url))
+		}
+		runner, results := e.script(
+			get("name", fmt.Sprintf("http://localhost:%d/name", srv.port), "") +
+				get("addr", fmt.Sprintf("http://127.0.0.1:%d/addr", srv.port), "") +
+				get("direct", fmt.Sprintf("http://127.0.0.1:%d/direct", srv.port), "--noproxy '*'") +
+				get("other", fmt.Sprintf("http://localhost:%d/other", other.port), "") +
+				get("otherdirect", fmt.Sprintf("http://127.0.0.1:%d/otherdirect", other.port), "--noproxy '*'"))
+		res := e.run(e.args(netOpts("--allow-net", fmt.Sprintf("localhost:%d", srv.port)), runner), e.markerEnv())
+		wantNetCode(t, res, 0)
+		for _, name := range []string{"name", "addr", "direct"} {
+			code, _ := os.ReadFile(filepath.Join(results, name+".code"))
+			body, _ := os.ReadFile(filepath.Join(results, name+".body"))
+			if string(code) != "200" || !strings.Contains(string(body), "path=/"+name) {
+				t.Errorf("%s: code %q body %q err %q; want the host's server through --allow-net localhost:%d", name, code, body,
+					readResult(t, results, name+".err"), srv.port)
+			}
+		}
+		for _, name := range []string{"other", "otherdirect"} {
+			if code, _ := os.ReadFile(filepath.Join(results, name+".code")); string(code) == "200" {
+				t.Errorf("%s: another loopback port was reached (%s)", name, code)
+			}
+		}
+		if n := other.accepts.Load(); n != 0 {
+			t.Errorf("a loopback port no entry names accepted %d connection(s)", n)
+		}
+		e.assertGone()
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -89,6 +90,11 @@ func (p *Policy) Decide(ctx context.Context, host string, port uint16) Decision 
 		}
 		return Decision{Reason: "no rule allows this host"}
 	}
+	if rule.loopback() {
+		// Never resolved: a localhost name is the loopback (RFC 6761),
+		// whatever a hosts file or a nameserver would say.
+		return Decision{Allowed: true, Addrs: slices.Clone(loopbackAddrs), Reason: "allowed by " + rule.text + " (the host's loopback)"}
+	}
 	addrs, err := p.resolver.LookupNetIP(ctx, "ip", name)
 	if err != nil {
 		return Decision{Failed: true, Reason: "cannot resolve " + name + ": " + resolveError(err)}
@@ -128,6 +134,15 @@ func (p *Policy) decideAddr(a netip.Addr, port uint16) Decision {
 			return Decision{Allowed: true, Addrs: []netip.Addr{a}, Reason: "allowed by " + r.text}
 		}
 		covered = true
+	}
+	if a.IsLoopback() {
+		// A localhost entry admits the loopback by address too: clients
+		// turn localhost into 127.0.0.1 or ::1 before they ask.
+		for i := range p.rules {
+			if r := &p.rules[i]; r.loopback() && r.allowsPort(port) {
+				return Decision{Allowed: true, Addrs: []netip.Addr{a}, Reason: "allowed by " + r.text + " (the host's loopback)"}
+			}
+		}
 	}
 	if covered {
 		return Decision{Reason: fmt.Sprintf("port %d not allowed for %s", port, a)}

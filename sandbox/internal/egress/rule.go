@@ -57,6 +57,19 @@ func (r Rule) matchesName(name string) bool {
 		name[len(name)-len(r.name)-1] == '.'
 }
 
+// loopback reports whether r is a localhost entry: the name localhost, a
+// name beneath .localhost, or *.localhost. Such names are the host's
+// loopback (RFC 6761 §6.3: never sent to DNS), so the entry admits the
+// loopback addresses on its ports, by name and by address: a local mock
+// API at --allow-net localhost:8787 needs nothing else.
+func (r Rule) loopback() bool {
+	return !r.prefix.IsValid() && (r.name == "localhost" || strings.HasSuffix(r.name, ".localhost") || (r.wildcard && r.name == "localhost"))
+}
+
+// loopbackAddrs are what a localhost name reaches: the host's loopback,
+// v4 first (what most local servers listen on).
+var loopbackAddrs = []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, 1}), netip.IPv6Loopback()}
+
 // covers reports whether the address rule r covers a (unmapped).
 func (r Rule) covers(a netip.Addr) bool {
 	return r.prefix.IsValid() && r.prefix.Contains(a.WithZone(""))

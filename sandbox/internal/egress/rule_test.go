@@ -460,3 +460,45 @@ func TestPolicyDeny(t *testing.T) {
 		t.Errorf("%d lookups; want 3 (a name denied by name is never resolved)", res.calls)
 	}
 }
+
+// A localhost entry admits the host's loopback on its ports, by name
+// (never looked up: RFC 6761) and by address, and nothing else: no other
+// port, no other loopback-resolving name, no private address.
+func TestPolicyLocalhost(t *testing.T) {
+	res := &fakeResolver{addrs: map[string][]string{"localhost": {"10.9.9.9"}, "sneaky.test": {"127.0.0.1"}}}
+	p := NewPolicy(mustRules(t, "localhost:8787", "api.localhost:9000", "sneaky.test:8787"), res)
+	for _, tc := range []struct {
+		host string
+		port uint16
+		ok   bool
+	}{
+		{"localhost", 8787, true},
+		{"LOCALHOST.", 8787, true},
+		{"localhost", 8788, false},
+		{"localhost", 443, false},
+		{"127.0.0.1", 8787, true},
+		{"::1", 8787, true},
+		{"::ffff:127.0.0.1", 8787, true},
+		{"127.0.0.5", 8787, true}, // all of 127/8 is the host's loopback
+		{"127.0.0.1", 8788, false},
+		{"10.9.9.9", 8787, false},
+		{"api.localhost", 9000, true},
+		{"api.localhost", 8787, false},
+		{"sneaky.test", 8787, false}, // a name of its own that resolves to loopback: the SSRF guard
+	} {
+		d := p.Decide(context.Background(), tc.host, tc.port)
+		if d.Allowed != tc.ok {
+			t.Errorf("Decide(%q, %d) = %v %q; want %v", tc.host, tc.port, d.Allowed, d.Reason, tc.ok)
+		}
+		if d.Allowed {
+			for _, a := range d.Addrs {
+				if !a.IsLoopback() {
+					t.Errorf("Decide(%q, %d) admits %v, not the loopback", tc.host, tc.port, a)
+				}
+			}
+		}
+	}
+	if res.calls > 1 { // sneaky.test only
+		t.Errorf("%d lookups: a localhost name must never be resolved", res.calls)
+	}
+}

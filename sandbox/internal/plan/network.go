@@ -2,7 +2,9 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/corral-sh/corral/internal/landlock"
 	"github.com/corral-sh/corral/internal/seccomp"
@@ -23,7 +25,7 @@ const proxyPortInside = 3128
 // with a proxy, the runner's environment naming it at its address inside,
 // where the init will listen, with userinfo, the proxy's per-run USER:PASS.
 func (p Plan) ForPidns(userinfo string) Plan {
-	p = p.withSocketChecks()
+	p = p.withSocketChecks().withLocalhostPorts()
 	p.Namespaces.Net = p.Isolated()
 	if !p.Net.Proxy() {
 		return p
@@ -33,6 +35,52 @@ func (p Plan) ForPidns(userinfo string) Plan {
 		port++
 	}
 	return p.withProxy("127.0.0.1:"+strconv.Itoa(port), userinfo)
+}
+
+// withLocalhostPorts makes each port a localhost entry of --allow-net
+// names (localhost:8787, api.localhost:9000) a --host-port too: a client
+// that ignores the proxy for loopback (Go's net/http, Node's fetch with a
+// local base URL) connects straight to 127.0.0.1:PORT, which must reach
+// the host's loopback as the proxy would. An entry without a port (80
+// and 443) or with * gets none: taking those ports inside would stop the
+// tree's own servers there. A port the tree publishes is its own.
+func (p Plan) withLocalhostPorts() Plan {
+	extra := localhostPorts(p.Net.Allow)
+	if len(extra) == 0 {
+		return p
+	}
+	ports := slices.Clone(p.Net.HostPorts)
+	for _, port := range extra {
+		if !slices.Contains(ports, port) && !slices.Contains(p.Net.Publish, port) {
+			ports = append(ports, port)
+		}
+	}
+	p.Net.HostPorts = ports
+	return p
+}
+
+// localhostPorts are the ports the localhost entries among allow name
+// (SPEC: localhost, names beneath .localhost, *.localhost), in order,
+// each once. Entries that do not parse are the egress rules' to refuse.
+func localhostPorts(allow []string) []uint16 {
+	var out []uint16
+	for _, entry := range allow {
+		i := strings.LastIndexByte(entry, ':')
+		if i < 0 || strings.Contains(entry[:i], ":") {
+			continue // no port, or an IPv6 literal
+		}
+		host := strings.TrimSuffix(strings.ToLower(entry[:i]), ".")
+		host = strings.TrimPrefix(host, "*.")
+		if host != "localhost" && !strings.HasSuffix(host, ".localhost") {
+			continue
+		}
+		port, err := strconv.ParseUint(entry[i+1:], 10, 16)
+		if err != nil || port == 0 || slices.Contains(out, uint16(port)) {
+			continue
+		}
+		out = append(out, uint16(port))
+	}
+	return out
 }
 
 func (n *Network) taken(port uint16) bool {
@@ -89,7 +137,7 @@ type Subreaper struct {
 // kernel has them, and the proxy on the host's loopback in the runner's
 // environment. It also returns -v's account of it.
 func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
-	p = p.withSocketChecks()
+	p = p.withSocketChecks().withLocalhostPorts()
 	if !p.Isolated() {
 		return p, "", nil
 	}
