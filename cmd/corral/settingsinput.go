@@ -171,7 +171,7 @@ func walkKeys(dec *json.Decoder, path keyPath, depth int) error {
 			if err != nil {
 				return fmt.Errorf("not a JSON object: %v", err)
 			}
-			key, _ := tok.(string) // the decoder gives only strings here
+			key, _ := tok.(string)                       // the decoder gives only strings here
 			p := append(path[:len(path):len(path)], key) // a copy: siblings share path
 			if seen[key] {
 				return fmt.Errorf("key %s given twice: the last one would silently win; give each key once", bounds.Quote(p.String()))
