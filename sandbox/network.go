@@ -55,16 +55,18 @@ type network struct {
 // connection log.
 func openNetwork(p *stage.Proc, run *plan.Plan, rules, deny []egress.Rule) (*network, error) {
 	n := &network{p: p, run: run, named: map[string]bool{}}
-	if !run.Isolated() {
-		return n, nil
-	}
 	if run.Net.LogPath != "" {
+		// Opened for any policy run, before the runner exists: a
+		// filesystem policy's refusals are the log's too.
 		log, err := egress.OpenLog(run.Net.LogPath)
 		if err != nil {
-			return nil, &setuperr.SetupError{Step: "open the connection log " + run.Net.LogPath, Err: err,
-				Hint: "--net-log creates a new file (mode 0600) and never follows a symlink; give a path in a directory you may write"}
+			return nil, &setuperr.SetupError{Step: "open the run's log " + run.Net.LogPath, Err: err,
+				Hint: "--log creates a new file (mode 0600) and never follows a symlink; give a path in a directory you may write"}
 		}
 		n.log = log
+	}
+	if !run.Isolated() {
+		return n, nil
 	}
 	// The proxy reads the hosts file and the nameservers now, before the
 	// runner exists: nothing it writes later steers an allowed name.
@@ -84,6 +86,9 @@ func openNetwork(p *stage.Proc, run *plan.Plan, rules, deny []egress.Rule) (*net
 // listener, before corral exits.
 func (n *network) close() {
 	if n.proxy == nil {
+		if n.log != nil {
+			n.log.Close()
+		}
 		return
 	}
 	n.abandon()
@@ -206,6 +211,14 @@ func (n *network) refused(r stage.Refused) {
 		what = "an IP socket other than TCP"
 	case "unix", "abstract":
 		what = r.Call + " to " + r.Kind + " socket " + r.Path
+	}
+	if r.Call == "socket" && (r.Kind == "udp" || r.Kind == "inet") && len(n.run.Net.Allow) == 0 {
+		// --net none: every IP socket is refused, TCP too, and there is
+		// no proxy to point at.
+		what, r.Reason = "an IP socket", "the command has no network (--net none)"
+	}
+	if r.Call == "socket" && n.proxy != nil {
+		n.proxy.DirectSocket(r.Kind, r.Reason)
 	}
 	if (r.Kind == "udp" || r.Kind == "inet") && len(n.run.Net.Allow) > 0 {
 		r.Reason += "; clients must use the proxy variables"

@@ -2016,3 +2016,44 @@ func TestAllowNetLocalhost(t *testing.T) {
 		e.assertGone()
 	})
 }
+
+// --log (SPEC.md Network policy; --net-log its other name) goes with any
+// policy option: under --net none a direct attempt is a deny line, via
+// direct, in every mode; under a filesystem rule alone the log is made
+// (0600) and the run goes on; without a policy it is a usage error.
+func TestLogWithAnyPolicy(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		e := newEnv(t, m)
+		log := e.file("run.log")
+		runner, _ := e.script("$NP tcp 203.0.113.80:80 >/dev/null 2>&1; exit 0\n")
+		res := e.run(e.args(netOpts("--net", "none", "--log", log), runner), e.markerEnv())
+		wantNetCode(t, res, 0)
+		data, _ := os.ReadFile(log)
+		var doc map[string]any
+		if err := json.Unmarshal(data, &doc); err != nil {
+			t.Fatalf("--log under --net none: want one JSON line for the direct attempt, got %q: %v", data, err)
+		}
+		// In a namespace mode the connect meets the namespace's loopback-only
+		// network; in subreaper mode no IP socket is made at all, so the
+		// line names no destination.
+		wantHost := "203.0.113.80"
+		if !m.pidns() {
+			wantHost = ""
+		}
+		if doc["decision"] != "deny" || doc["via"] != "direct" || doc["host"] != wantHost || !strings.Contains(fmt.Sprint(doc["reason"]), "network") {
+			t.Errorf("--log under --net none: %v; want a deny of %q via direct", doc, wantHost)
+		}
+		fsLog := e.file("fs.log")
+		res = e.run(e.args([]string{"--read-only", "--log", fsLog}, e.helper("exit", "-code", "3")), e.markerEnv())
+		wantCode(t, res, 3)
+		if fi, err := os.Stat(fsLog); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("--log with --read-only alone: %v %v; want the log made, mode 0600", fi, err)
+		}
+		res = e.run(e.args([]string{"--log", e.file("none.log")}, e.helper("exit")), e.markerEnv())
+		wantCode(t, res, 2)
+		if !strings.Contains(res.stderr, "--log") {
+			t.Errorf("--log without a policy: stderr %q; want it named", res.stderr)
+		}
+		e.assertGone()
+	})
+}

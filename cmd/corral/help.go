@@ -116,9 +116,11 @@ Network policy (every mode; fails closed like the sandbox policy):
                          127.0.0.1:PORT (a database); repeatable
   --publish PORT       the runner's server on 127.0.0.1:PORT is reachable
                          from the host at 127.0.0.1:PORT; repeatable
-  --net-log PATH       JSON lines (mode 0600): each connection's decision at
-                         once, its end with bytes and duration; refused
-                         direct attempts too  [CORRAL_NET_LOG]
+  --log PATH           the run's policy log, JSON lines (mode 0600): each
+                         connection's decision at once, its end with bytes
+                         and duration, refused direct attempts; with any
+                         policy option; also --net-log  [CORRAL_LOG,
+                         CORRAL_NET_LOG]
 
   -v, --verbose        say which mode was chosen and why, and what teardown did
                          [CORRAL_VERBOSE]
@@ -140,6 +142,6 @@ ended the run.
 Examples:
   corral --state /tmp/state.json -- /bin/sh -c 'sleep 100 & echo started'
   corral --writable "$PWD" --hide ~/.ssh --timeout 3600 -- /usr/bin/make test
-  corral --allow-net api.github.com --net-log net.log -- /usr/bin/git fetch
+  corral --allow-net api.github.com --log net.log -- /usr/bin/git fetch
   corral --settings ~/.srt-settings.json --clearenv --setenv HOME "$HOME" -- /usr/bin/npm test
 `

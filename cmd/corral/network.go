@@ -19,7 +19,7 @@ import (
 var (
 	envNet      = []string{"CORRAL_NET"}
 	envAllowNet = []string{"CORRAL_ALLOW_NET"}
-	envNetLog   = []string{"CORRAL_NET_LOG"}
+	envNetLog   = []string{"CORRAL_LOG", "CORRAL_NET_LOG"}
 )
 
 type netFlags struct {
@@ -39,6 +39,9 @@ func registerNetFlags(fs *flag.FlagSet) *netFlags {
 	fs.Var(&f.publish, "publish", "")
 	fs.Var(&f.deny, "deny-net", "")
 	fs.Var(&f.allowUnix, "allow-unix", "")
+	// --log, and its first name --net-log: one log of what the policy
+	// did, network and filesystem alike.
+	fs.StringVar(&f.logPath, "log", "", "")
 	fs.StringVar(&f.logPath, "net-log", "", "")
 	return f
 }
@@ -84,9 +87,12 @@ func (f *netFlags) apply(o *sandbox.Options, set map[string]bool, lookup func(st
 		return err
 	}
 	o.Net.LogPath = f.logPath
-	if !set["net-log"] && len(o.Net.Allow) > 0 {
+	if set["log"] && set["net-log"] {
+		return errors.New("--log and --net-log are one option: give it once")
+	}
+	if !set["log"] && !set["net-log"] && (len(o.Net.Allow) > 0 || o.Namespaces.Net) {
 		// Exported for every run, the variable names where a run with a
-		// proxy logs; a run without one has nothing to log.
+		// network policy logs; a run without one is not asked to log.
 		o.Net.LogPath, _ = firstEnv(envNetLog, lookup)
 	}
 	// What the options mean together is sandbox.Options.Check's to say.

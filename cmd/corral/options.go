@@ -190,7 +190,7 @@ func parseCommandLine(args []string) (*runFlags, error) {
 	// "--state -- RUNNER" hands "--" to --state as its value and the
 	// runner to nobody: say so rather than write a file named "--".
 	for _, v := range []struct{ name, value string }{
-		{"mode", f.mode}, {"state", f.state}, {"grace", f.grace}, {"poll", f.poll}, {"net", f.network.mode}, {"net-log", f.network.logPath}, {"config", f.configPath}, {"settings", f.settingsPath},
+		{"mode", f.mode}, {"state", f.state}, {"grace", f.grace}, {"poll", f.poll}, {"net", f.network.mode}, {"net-log", f.network.logPath}, {"log", f.network.logPath}, {"config", f.configPath}, {"settings", f.settingsPath},
 	} {
 		if f.set[v.name] && v.value == "--" {
 			return nil, fmt.Errorf("--%s needs a value, but the next argument is \"--\"", v.name)

@@ -220,6 +220,16 @@ func TestNetLogVariableWithoutProxyIsIgnored(t *testing.T) {
 		t.Fatalf("run with a proxy and CORRAL_NET_LOG set: %v, log %q", err, o.Net.LogPath)
 	}
 	if _, err := parseRun([]string{"--net-log", "/tmp/x", "--", "/bin/true"}, lookup); err == nil {
-		t.Fatal("--net-log without --allow-net: want a usage error")
+		t.Fatal("--net-log without a policy: want a usage error")
+	}
+	// --log is its name; --net-log the other; both at once is one too many.
+	for _, args := range [][]string{{"--log", "/tmp/x", "--read-only"}, {"--net-log", "/tmp/x", "--net", "none"}} {
+		o, err := parseRun(append(args, "--", "/bin/true"), lookup)
+		if err != nil || o.Net.LogPath != "/tmp/x" {
+			t.Errorf("%q: %v, log %q; want /tmp/x", args, err, o.Net.LogPath)
+		}
+	}
+	if _, err := parseRun([]string{"--log", "/a", "--net-log", "/b", "--read-only", "--", "/bin/true"}, lookup); err == nil {
+		t.Error("--log and --net-log together: want a usage error")
 	}
 }

@@ -154,6 +154,17 @@ func (p *Proxy) Direct(addr netip.AddrPort, reason string) {
 	p.warnf("corral: network: denied direct connection to %s: clients must use the proxy variables\n", dest)
 }
 
+// DirectSocket records, once per kind, a socket the engine refused before
+// it had a destination (subreaper mode's --net none makes no IP socket at
+// all): a deny line via direct without a host. The stderr line is the
+// caller's. Safe for concurrent use, also after Close.
+func (p *Proxy) DirectSocket(kind, reason string) {
+	if !p.firstDenial("socket " + kind) {
+		return
+	}
+	p.cfg.Log.decision(&DecisionLine{Decision: "deny", Reason: reason, Via: ViaDirect}, p.cfg.Stderr)
+}
+
 // reportDenied prints the one stderr line for a refused destination, the
 // first time it is refused.
 func (p *Proxy) reportDenied(host string, port uint16, reason string) {

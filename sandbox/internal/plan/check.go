@@ -44,7 +44,7 @@ func (p *Plan) Check() error {
 			return &UsageError{Flag: "--mode", Err: err}
 		}
 	}
-	if err := p.Net.check(p.Isolated()); err != nil {
+	if err := p.Net.check(p.Isolated(), p.policyOption() != ""); err != nil {
 		return err
 	}
 	if err := p.checkCaps(); err != nil {
@@ -57,15 +57,16 @@ func (p *Plan) Check() error {
 	return nil
 }
 
-// check refuses network options that mean nothing without the rest.
-func (n *Network) check(isolated bool) error {
+// check refuses network options that mean nothing without the rest;
+// policy: the run has a filesystem or network policy option.
+func (n *Network) check(isolated, policy bool) error {
 	switch {
 	case len(n.HostPorts) > 0 && !isolated:
 		return usage("--host-port", "--host-port needs --net none or --allow-net: with the host's network the runner reaches the port already")
 	case len(n.Publish) > 0 && !isolated:
 		return usage("--publish", "--publish needs --net none or --allow-net: with the host's network the runner's server is reachable already")
-	case n.LogPath != "" && !n.Proxy():
-		return usage("--net-log", "--net-log logs the connections of the egress proxy: give --allow-net too")
+	case n.LogPath != "" && !policy:
+		return usage("--log", "--log records what a policy allowed and refused: give a filesystem or network policy option too (--writable, --read-only, --hide, --net none, --allow-net)")
 	case len(n.Deny) > 0 && !n.Proxy():
 		return usage("--deny-net", "--deny-net narrows --allow-net: give --allow-net too (with the host's network nothing is filtered, with --net none nothing is reachable)")
 	case len(n.AllowUnix) > 0 && !isolated:
