@@ -132,7 +132,10 @@ func (c *Checker) copyArgs(cl *call) unix.Errno {
 			}
 			size = maxSend
 		}
-		cl.data = make([]byte, size)
+		if uint64(cap(cl.w.buf)) < size {
+			cl.w.buf = make([]byte, size)
+		}
+		cl.data = cl.w.buf[:size]
 		cl.flags = int(int32(n.Data.Args[3]))
 		if size > 0 {
 			if k, err := seccomp.ReadMemory(cl.tid, n.Data.Args[1], cl.data); err != nil || k != len(cl.data) {
@@ -275,7 +278,7 @@ func (c *Checker) blocking(cl *call, op func() unix.Errno) unix.Errno {
 	c.imu.Lock()
 	if l, ok := c.lost[st.Ino]; ok {
 		delete(c.lost, st.Ino)
-		if l.kind == cl.kind && string(l.addr) == string(cl.addr) && string(l.data) == string(cl.data) && time.Since(l.at) < lostFor {
+		if time.Since(l.at) < lostFor && l.sum == callDigest(cl.kind, cl.addr, cl.data) {
 			c.imu.Unlock()
 			c.stats.adopted.Add(1)
 			cl.lost, cl.lostVal = true, l.val
@@ -308,7 +311,7 @@ func (c *Checker) blocking(cl *call, op func() unix.Errno) unix.Errno {
 	})
 	if e == 0 && cl.w != nil {
 		// Should its answer find no one (handle), the restart gets it.
-		cl.w.done = &lostCall{ino: st.Ino, kind: cl.kind, addr: cl.addr, data: cl.data}
+		cl.w.done = &lostCall{ino: st.Ino, sum: callDigest(cl.kind, cl.addr, cl.data)}
 	}
 	return e
 }

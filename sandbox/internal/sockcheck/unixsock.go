@@ -48,9 +48,7 @@ func (c *Checker) unixCall(w *workerState, cl *call) (int64, unix.Errno) {
 			}
 			val, e := c.perform(cl, a)
 			if e == 0 {
-				c.mu.Lock()
-				c.boundAbstract[name] = struct{}{}
-				c.mu.Unlock()
+				c.recordAbstract(name)
 			}
 			return val, e
 		}
@@ -79,7 +77,22 @@ func (c *Checker) unixCall(w *workerState, cl *call) (int64, unix.Errno) {
 func (c *Checker) full() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.boundUnix)+len(c.boundAbstract)+len(c.pending) >= maxBound
+	return len(c.boundUnix)+len(c.boundAbstract)+len(c.pending) >= maxBound ||
+		len(c.pending) >= maxPending || c.abstractBytes >= maxAbstractBytes
+}
+
+// recordAbstract remembers an abstract name the tree bound. Past the caps
+// (full) the name is not kept: the bind was refused before it ran, or,
+// for an autobind by listen, the tree cannot reach its own name — a
+// refusal, never memory without bound.
+func (c *Checker) recordAbstract(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.boundAbstract[name]; ok || len(c.boundAbstract) >= maxBound || c.abstractBytes+len(name) > maxAbstractBytes {
+		return
+	}
+	c.boundAbstract[name] = struct{}{}
+	c.abstractBytes += len(name)
 }
 
 // connectPath resolves path once in the caller's view, checks the inode it
@@ -271,9 +284,7 @@ func (c *Checker) recordUnixName(w *workerState, fd int) {
 		return
 	}
 	if u, ok := sa.(*unix.SockaddrUnix); ok && len(u.Name) > 0 && u.Name[0] == '@' {
-		c.mu.Lock()
-		c.boundAbstract[u.Name[1:]] = struct{}{}
-		c.mu.Unlock()
+		c.recordAbstract(u.Name[1:])
 	}
 }
 
