@@ -213,7 +213,9 @@ func (c *Checker) worker(ready chan<- error) {
 			continue
 		}
 		c.stats.received.Add(1)
-		c.handle(w, n)
+		if err := c.handle(w, n); err != nil {
+			return // this worker's thread cannot be trusted: it ends
+		}
 	}
 }
 
@@ -235,6 +237,17 @@ type workerState struct {
 	// that a flood of large sends costs each worker one buffer, not a
 	// garbage heap (grown to maxSend at most).
 	buf []byte
+	// The thread's own credentials (creds.go), taken back after each
+	// call made as the caller: own, with the permitted and inheritable
+	// capability sets capset must repeat; fsOwn: the thread has an
+	// fs_struct of its own (its umask is its own); changed: asCaller ran
+	// since the last asSelf.
+	own                    creds
+	permitted, inheritable uint64
+	fsOwn, changed         bool
+	caller                 *creds // what asCaller took on
+	broken                 error  // asSelf failed: the worker must end
+	groupsChanged          bool
 	// done is the blocking call this worker completed for the
 	// notification it handles now, if any (blocking).
 	done *lostCall
@@ -245,7 +258,12 @@ func newWorkerState() (*workerState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sockcheck: sock_diag socket: %w", err)
 	}
-	return &workerState{diag: fd}, nil
+	w := &workerState{diag: fd}
+	if err := w.initCreds(); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return w, nil
 }
 
 func (w *workerState) close() { unix.Close(w.diag) }
@@ -258,15 +276,22 @@ const (
 	answered = gone - 1
 )
 
-func (c *Checker) handle(w *workerState, n *seccomp.Notif) {
+func (c *Checker) handle(w *workerState, n *seccomp.Notif) error {
 	w.done = nil
 	val, errno := c.decide(w, n)
+	if err := w.asSelf(); err != nil {
+		// Refuse this call before the worker ends.
+		if errno != answered && errno != gone {
+			seccomp.Respond(c.listener, n.ID, 0, unix.EACCES)
+		}
+		return err
+	}
 	if errno == answered {
-		return
+		return nil
 	}
 	if errno == gone {
 		c.stats.gone.Add(1)
-		return
+		return nil
 	}
 	// ErrGone: the caller was interrupted or died meanwhile; any other
 	// error leaves nothing to do either.
@@ -277,6 +302,7 @@ func (c *Checker) handle(w *workerState, n *seccomp.Notif) {
 			c.keepLost(*d)
 		}
 	}
+	return nil
 }
 
 // lostCall is a completed blocking call whose answer found no caller. It

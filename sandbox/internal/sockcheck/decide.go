@@ -57,10 +57,17 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 		return 0, unix.EACCES
 	}
 	defer unix.Close(pidfd)
+	// The caller's credentials, which the calls made for it carry
+	// (creds.go): read while its call is pending, so they are the ones it
+	// made the call with.
+	cr, err := callerCreds(cl.tid)
 	// The notification still pending means the thread behind the pid is
-	// the one that called.
+	// the one that called (and the status read was its own).
 	if !c.valid(n) {
 		return 0, gone
+	}
+	if err != nil {
+		return 0, unix.EACCES
 	}
 	fd, err := seccomp.GetFD(pidfd, int(int32(n.Data.Args[0])))
 	if err != nil {
@@ -77,6 +84,9 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 	}
 
 	if cl.kind == seccomp.CallListen {
+		if err := w.asCaller(&cr); err != nil {
+			return 0, unix.EACCES
+		}
 		return c.listen(w, &cl, domain)
 	}
 
@@ -87,6 +97,14 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 	// caller's memory is not looked at again.
 	if !c.valid(n) {
 		return 0, gone
+	}
+	// From here on every call the checker makes acts on the caller's
+	// objects (its socket, a path in its view): as the caller. Reading
+	// its memory (process_vm_readv, above) and taking its descriptor
+	// (pidfd_getfd) needed corral's own: a caller that made itself
+	// non-dumpable is still checked.
+	if err := w.asCaller(&cr); err != nil {
+		return 0, unix.EACCES
 	}
 	switch domain {
 	case unix.AF_INET, unix.AF_INET6:

@@ -238,27 +238,20 @@ func (c *Checker) openInView(cl *call, path string, flags uint64) (int, unix.Err
 	base, resolve := "cwd", uint64(unix.RESOLVE_NO_MAGICLINKS)
 	if path[0] == '/' {
 		base, resolve = "root", resolve|unix.RESOLVE_IN_ROOT
-	} else if root, err := os.Readlink(fmt.Sprintf("/proc/%d/root", cl.tid)); err != nil || root != "/" {
-		// A caller with a root of its own (chroot): a relative path
-		// could climb out of it from here. Fail closed.
-		if !c.valid(cl.n) {
-			return -1, gone
-		}
+	}
+	// The caller's root and cwd are reached through /proc/TID, which the
+	// kernel lets corral's credentials open (a caller that made itself
+	// non-dumpable included); the path itself is resolved from them as
+	// the caller (cl.w.asCaller), its own search permissions in force.
+	var bfd int
+	var e unix.Errno
+	if err := cl.w.withOwn(func() { bfd, e = c.openBase(cl, base, path) }); err != nil {
 		return -1, unix.EACCES
 	}
-	bfd, err := unix.Open(fmt.Sprintf("/proc/%d/%s", cl.tid, base), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if !c.valid(cl.n) {
-			return -1, gone
-		}
-		return -1, unix.EACCES
+	if e != 0 {
+		return -1, e
 	}
 	defer unix.Close(bfd)
-	// The tid is still the caller's: its /proc directory was not
-	// another's, reused.
-	if !c.valid(cl.n) {
-		return -1, gone
-	}
 	fd, err := unix.Openat2(bfd, path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC | flags, Resolve: resolve})
 	if err != nil {
 		if e, ok := err.(unix.Errno); ok {
@@ -267,6 +260,34 @@ func (c *Checker) openInView(cl *call, path string, flags uint64) (int, unix.Err
 		return -1, unix.EACCES
 	}
 	return fd, 0
+}
+
+// openBase opens /proc/TID/BASE (cwd or root) for openInView.
+func (c *Checker) openBase(cl *call, base, path string) (int, unix.Errno) {
+	if base == "cwd" {
+		if root, err := os.Readlink(fmt.Sprintf("/proc/%d/root", cl.tid)); err != nil || root != "/" {
+			// A caller with a root of its own (chroot): a relative path
+			// could climb out of it from here. Fail closed.
+			if !c.valid(cl.n) {
+				return -1, gone
+			}
+			return -1, unix.EACCES
+		}
+	}
+	bfd, err := unix.Open(fmt.Sprintf("/proc/%d/%s", cl.tid, base), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if !c.valid(cl.n) {
+			return -1, gone
+		}
+		return -1, unix.EACCES
+	}
+	// The tid is still the caller's: its /proc directory was not
+	// another's, reused.
+	if !c.valid(cl.n) {
+		unix.Close(bfd)
+		return -1, gone
+	}
+	return bfd, 0
 }
 
 func sockaddrUnix(path string) []byte {
