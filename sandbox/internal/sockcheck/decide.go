@@ -296,7 +296,7 @@ func (c *Checker) blocking(cl *call, op func() unix.Errno) unix.Errno {
 	c.imu.Lock()
 	if l, ok := c.lost[st.Ino]; ok {
 		delete(c.lost, st.Ino)
-		if time.Since(l.at) < lostFor && l.sum == callDigest(cl.kind, cl.addr, cl.data) {
+		if time.Since(l.at) < lostFor && l.sum == c.callDigest(cl.kind, cl.addr, cl.data) {
 			c.imu.Unlock()
 			c.stats.adopted.Add(1)
 			cl.lost, cl.lostVal = true, l.val
@@ -329,7 +329,7 @@ func (c *Checker) blocking(cl *call, op func() unix.Errno) unix.Errno {
 	})
 	if e == 0 && cl.w != nil {
 		// Should its answer find no one (handle), the restart gets it.
-		cl.w.done = &lostCall{ino: st.Ino, sum: callDigest(cl.kind, cl.addr, cl.data)}
+		cl.w.done = &lostCall{ino: st.Ino, sum: c.callDigest(cl.kind, cl.addr, cl.data)}
 	}
 	return e
 }
