@@ -48,6 +48,10 @@ type Checker struct {
 	// let make (bindPath) and that were not bound yet when looked at.
 	pending []pendingBind
 
+	// static holds the tree's credentials once read, under
+	// Policy.StaticCreds (creds.go).
+	static atomic.Pointer[creds]
+
 	stats struct {
 		received, gone, adopted atomic.Int64
 	}
@@ -249,7 +253,9 @@ type workerState struct {
 	fsOwn, changed         bool
 	caller                 *creds // what asCaller took on
 	broken                 error  // asSelf failed: the worker must end
-	groupsChanged          bool
+	// What asCaller changed, for asSelf to undo.
+	groupsChanged, idsChanged, umaskChanged, capsChanged bool
+	status                                               []byte // readCreds' buffer
 	// done is the blocking call this worker completed for the
 	// notification it handles now, if any (blocking).
 	done *lostCall
