@@ -477,9 +477,18 @@ func (c *Checker) readXattrName(cl *call, addr uint64) (string, unix.Errno) {
 }
 
 // procFD tells a path naming one of the caller's own descriptors through
-// /proc/self/fd/N, /proc/thread-self/fd/N or /dev/fd/N (the checker's
-// /proc/self is not the caller's): N, or -1.
+// /proc/self/fd/N, /proc/thread-self/fd/N, /dev/fd/N or /dev/stdin,
+// stdout, stderr (the checker's /proc/self is not the caller's): N, or
+// -1.
 func procFD(path string) int {
+	switch path {
+	case "/dev/stdin":
+		return 0
+	case "/dev/stdout":
+		return 1
+	case "/dev/stderr":
+		return 2
+	}
 	for _, p := range []string{"/proc/self/fd/", "/proc/thread-self/fd/", "/dev/fd/"} {
 		if rest, ok := strings.CutPrefix(path, p); ok {
 			if n, err := strconv.Atoi(rest); err == nil && n >= 0 {

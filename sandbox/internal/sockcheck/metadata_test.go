@@ -133,6 +133,9 @@ func scenarioMetadata(c *child) {
 		want(c, "fchmod on O_PATH", e(unix.Fchmod(fd, 0o644)), unix.EBADF)
 		unix.Close(fd)
 	}
+	// The caller's own standard output (a pipe to the test) through
+	// /dev/stdout, whose /proc/self would otherwise be the checker's.
+	want(c, "chmod /dev/stdout (a pipe)", e(unix.Chmod("/dev/stdout", 0o600)), 0)
 	// A pipe is no one's file.
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err == nil {
