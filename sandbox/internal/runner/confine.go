@@ -93,6 +93,9 @@ func installFilter(p plan.Privileges) (int, error) {
 		hint := "an outer seccomp profile or security module refuses filters here; run `corral probe`"
 		if p.Sockets != nil || p.Checked() {
 			step = "the runner's socket policy (seccomp filter with user notification)"
+			if p.NotifyMetadata {
+				step = "the runner's filesystem policy: Landlock has no right for chmod, chown, xattrs or times, so corral checks them (seccomp filter with user notification)"
+			}
 			if p.AllowNewPrivs {
 				hint = "--allow-new-privs leaves no_new_privs unset, and without CAP_SYS_ADMIN the kernel takes no filter; drop --allow-new-privs, or run in pidns mode"
 			}
