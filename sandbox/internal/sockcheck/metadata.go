@@ -99,14 +99,6 @@ func (c *Checker) metadata(w *workerState, n *seccomp.Notif, kind seccomp.MetaCa
 		m.noFollow = true
 	}
 
-	pidfd, err := seccomp.OpenPidfd(cl.tid)
-	if err != nil {
-		if !c.valid(n) {
-			return 0, gone
-		}
-		return 0, unix.EACCES
-	}
-	defer unix.Close(pidfd)
 	fail := func(e unix.Errno) (int64, unix.Errno) {
 		if e == gone || !c.valid(n) {
 			return 0, gone
@@ -148,7 +140,21 @@ func (c *Checker) metadata(w *workerState, n *seccomp.Notif, kind seccomp.MetaCa
 		}
 		return fail(e)
 	}
+	// A pidfd only for a call that names a descriptor: a path needs none.
+	pidfd := -1
+	defer func() {
+		if pidfd >= 0 {
+			unix.Close(pidfd)
+		}
+	}()
 	getFD := func(fd int) (int, unix.Errno) {
+		if pidfd < 0 {
+			p, err := seccomp.OpenPidfd(cl.tid)
+			if err != nil {
+				return -1, unix.EACCES
+			}
+			pidfd = p
+		}
 		nfd, err := seccomp.GetFD(pidfd, fd)
 		if err != nil {
 			if e, ok := errnoOf(err); ok && e == unix.EBADF {
