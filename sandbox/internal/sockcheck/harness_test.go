@@ -26,6 +26,7 @@ import (
 const (
 	childEnv    = "CORRAL_SOCKCHECK_TEST_CHILD"
 	childTCP    = "CORRAL_SOCKCHECK_TEST_TCP"
+	childMeta   = "CORRAL_SOCKCHECK_TEST_META" // the filter hands the metadata calls over too
 	exitMissing = 3
 )
 
@@ -40,7 +41,7 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 		c := &child{}
-		if name != "bench" { // the benchmark installs it itself, later
+		if !strings.HasPrefix(name, "bench") { // a benchmark installs it itself, later
 			c.install(os.Getenv(childTCP) != "")
 		}
 		f(c)
@@ -87,7 +88,7 @@ func (c *child) install(tcp bool) {
 		c.missing = "missing: " + m
 		os.Exit(c.exit())
 	}
-	r := seccomp.RunnerRules{DenyVsock: true, NotifyAddresses: true}
+	r := seccomp.RunnerRules{DenyVsock: true, NotifyAddresses: true, NotifyMetadata: os.Getenv(childMeta) != ""}
 	if tcp {
 		r.Sockets = &seccomp.SocketRules{AllowTCP: true}
 	}
@@ -175,6 +176,9 @@ func start(t testing.TB, name string, pol Policy, env ...string) (*Checker, *exe
 	cmd.Env = append(append(os.Environ(), childEnv+"="+name, "GORACE=atexit_sleep_ms=0"), env...)
 	if pol.TCP {
 		cmd.Env = append(cmd.Env, childTCP+"=1")
+	}
+	if pol.Metadata {
+		cmd.Env = append(cmd.Env, childMeta+"=1")
 	}
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
