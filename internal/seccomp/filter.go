@@ -159,6 +159,14 @@ type RunnerRules struct {
 	// installed with InstallWithListener, and something must answer its
 	// listener: without one the calls fail with ENOSYS.
 	NotifyAddresses bool
+	// DenyIOURing makes io_uring_setup(2), io_uring_enter(2) and
+	// io_uring_register(2) fail with ENOSYS (guard.go): under any sandbox
+	// policy, a ring would make the calls the policy checks where no
+	// filter sees them.
+	DenyIOURing bool
+	// Guard, when set, refuses SIGKILL and SIGSTOP aimed at corral's own
+	// processes (guard.go); nil: none.
+	Guard *EnforcerGuard
 }
 
 // SocketRules is the seccomp half of the network policy in subreaper mode,
@@ -221,9 +229,11 @@ func runnerFilter(goarch string, r RunnerRules) ([]unix.SockFilter, error) {
 	if err != nil {
 		return nil, err
 	}
-	blocks := []block{{abi: p.native, rules: terminalRules(p.native), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses}}
+	blocks := []block{{abi: p.native, rules: terminalRules(p.native), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses,
+		ioUring: r.DenyIOURing, guard: r.Guard}}
 	for _, c := range p.compat {
-		blocks = append(blocks, block{abi: c, rules: terminalRules(c), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses})
+		blocks = append(blocks, block{abi: c, rules: terminalRules(c), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses,
+			ioUring: r.DenyIOURing, guard: r.Guard})
 	}
 	return assemble(blocks)
 }
@@ -268,9 +278,11 @@ func (r Rule) check(a abi) error {
 type block struct {
 	abi     abi
 	rules   []Rule
-	sockets *SocketRules // nil: no socket rules
-	vsock   bool         // socket(AF_VSOCK) fails with EACCES
-	notify  bool         // the address calls go to the listener
+	sockets *SocketRules   // nil: no socket rules
+	vsock   bool           // socket(AF_VSOCK) fails with EACCES
+	notify  bool           // the address calls go to the listener
+	ioUring bool           // io_uring's calls fail with ENOSYS (guard.go)
+	guard   *EnforcerGuard // nil: no guard (guard.go)
 }
 
 // assemble lays out: load arch; for each block, "arch matches → jump to its
@@ -333,6 +345,12 @@ func (b block) emit(a *asm) {
 		a.bind(hit)
 		a.stmt(opRet, retErrno(r.Errno))
 		a.bind(skip)
+	}
+	if b.ioUring {
+		b.emitIOURing(a)
+	}
+	if b.guard != nil {
+		b.emitGuard(a, loadNr)
 	}
 	if b.notify {
 		b.emitNotify(a)
