@@ -64,6 +64,15 @@ type Privileges struct {
 	// sockcheck) through a seccomp listener; DenyVsock: AF_VSOCK sockets
 	// are refused. Set by each mode's derivation (network.go).
 	Notify, DenyVsock bool
+	// DenyIOURing: io_uring's calls fail (every policy run, ipc.go).
+	DenyIOURing bool
+	// ImpliedIPC: Landlock.IsolateIPC was set by the policy's implied
+	// isolation (ipc.go), not asked for by name.
+	ImpliedIPC bool
+	// Guard, on a kernel without Landlock's scopes, refuses SIGKILL and
+	// SIGSTOP aimed at corral's processes in the runner's seccomp filter
+	// (ipc.go); nil: none.
+	Guard *seccomp.EnforcerGuard
 }
 
 // Network is the network policy of a run beyond --net none (README.md,

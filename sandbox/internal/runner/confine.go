@@ -51,7 +51,7 @@ func restrictRunner(p plan.Privileges) (restricted, error) {
 		return r, nil
 	}
 	r.listener, err = installFilter(p)
-	if p.AllowNewPrivs && p.Sockets == nil && !p.Notify && errors.Is(err, unix.EACCES) {
+	if p.AllowNewPrivs && p.Sockets == nil && !p.Notify && p.Guard == nil && !p.DenyIOURing && errors.Is(err, unix.EACCES) {
 		return r, nil
 	}
 	r.filtered = err == nil
@@ -78,7 +78,8 @@ type restricted struct {
 // policy or --hide: without its filter the runner would have the whole
 // network, or the sockets beneath a hidden path.
 func installFilter(p plan.Privileges) (int, error) {
-	prog, err := seccomp.RunnerFilter(seccomp.RunnerRules{Sockets: p.Sockets, DenyVsock: p.DenyVsock, NotifyAddresses: p.Notify})
+	prog, err := seccomp.RunnerFilter(seccomp.RunnerRules{Sockets: p.Sockets, DenyVsock: p.DenyVsock, NotifyAddresses: p.Notify,
+		DenyIOURing: p.DenyIOURing, Guard: p.Guard})
 	listener := -1
 	switch {
 	case err != nil:
@@ -90,8 +91,13 @@ func installFilter(p plan.Privileges) (int, error) {
 	if err != nil {
 		step := "deny TIOCSTI and TIOCLINUX to the runner (seccomp filter)"
 		hint := "an outer seccomp profile or security module refuses filters here; run `corral probe`"
+		if p.Guard != nil || p.DenyIOURing {
+			step = "the runner's sandbox policy filter (seccomp: io_uring refused, corral's processes held from SIGKILL and SIGSTOP)"
+		}
 		if p.Sockets != nil || p.Notify {
 			step = "the runner's socket policy (seccomp filter with user notification)"
+		}
+		if p.Sockets != nil || p.Notify || p.Guard != nil || p.DenyIOURing {
 			if p.AllowNewPrivs {
 				hint = "--allow-new-privs leaves no_new_privs unset, and without CAP_SYS_ADMIN the kernel takes no filter; drop --allow-new-privs, or run in pidns mode"
 			}

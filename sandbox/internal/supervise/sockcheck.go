@@ -41,7 +41,7 @@ func checkPolicy(run *plan.Plan, refused func(stage.Refused)) sockcheck.Policy {
 		Publish:    run.Net.Publish,
 		AllowUnix:  run.Net.AllowUnix,
 		Hide:       run.Privileges.Landlock.Hide,
-		IsolateIPC: run.Privileges.Landlock.IsolateIPC,
+		IsolateIPC: run.IsolatesAbstract(),
 	}
 	if ap, err := netip.ParseAddrPort(run.Net.ProxyAddr); err == nil && run.Net.TCPChecked {
 		pol.ProxyAddr = ap
