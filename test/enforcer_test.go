@@ -88,7 +88,7 @@ func TestEnforcerKillRefused(t *testing.T) {
 			e := newEnv(t, m)
 			for _, pol := range enforcerPolicies(e) {
 				t.Run(fmt.Sprintf("%s/abi-cap=%v", pol.name, knob != ""), func(t *testing.T) {
-					ops := []string{"helper", "kill-parent:9", "tgkill-parent:9", "pidfd-parent:9", "procfd-parent:9", "setsig-parent:9"}
+					ops := []string{"helper", "kill-parent:9", "tgkill-parent:9", "pidfd-parent:9", "procfd-parent:9", "setsig-parent:9", "pidfd-child", "go-kill-child"}
 					if knob != "" {
 						// Under Landlock's scope kill(0) reaches the
 						// runner's own domain: the runner kills itself.
@@ -106,12 +106,16 @@ func TestEnforcerKillRefused(t *testing.T) {
 					if !m.pidns() {
 						refused := ops[1:5]
 						if knob != "" {
-							refused = ops[1:]
+							refused = append(ops[1:6:6], ops[8:]...)
 						}
 						for _, op := range refused {
 							wantLine(t, res, op+"=EPERM")
 						}
 					}
+					// The runner's own children stay its to kill, by
+					// pidfd too (Go's os.Process uses one).
+					wantLine(t, res, "pidfd-child=ok")
+					wantLine(t, res, "go-kill-child=ok")
 				})
 			}
 		}

@@ -156,9 +156,25 @@ func (b block) emitGuard(a *asm, loadNr func()) {
 			a.bind(miss)
 		})
 		// pidfd_send_signal on a descriptor of /proc/PID opened as a
-		// directory: the filter cannot tell whose it is, so both
-		// signals are refused through it whatever it names.
-		call(g.pidfdSendSignal, func() { sigIn(1) })
+		// directory names no pid the filter can see. With a listener
+		// both signals go to the supervisor, which looks at the
+		// descriptor (CallPidfdSignal); without one they are refused
+		// through it whatever it names.
+		call(g.pidfdSendSignal, func() {
+			if !b.notify {
+				sigIn(1)
+				return
+			}
+			lo, _ := argOffsets(b.abi, 1)
+			notify := a.label()
+			a.stmt(opLd, lo)
+			a.jump(opJeq, uint32(unix.SIGKILL), notify, next)
+			miss := a.label()
+			a.jump(opJeq, uint32(unix.SIGSTOP), notify, miss)
+			a.bind(notify)
+			a.stmt(opRet, unix.SECCOMP_RET_USER_NOTIF)
+			a.bind(miss)
+		})
 	}
 	// fcntl(F_SETSIG, SIGKILL or SIGSTOP): signal-driven I/O delivers the
 	// signal to the owner F_SETOWN names, corral's pid or group included,
@@ -178,4 +194,11 @@ func (b block) emitGuard(a *asm, loadNr func()) {
 	a.bind(deny)
 	a.stmt(opRet, retErrno(unix.EPERM))
 	a.bind(after)
+}
+
+// isPidfdSendSignal reports whether nr, at the entry point of arch, is
+// pidfd_send_signal (the guard's notified call).
+func isPidfdSendSignal(arch uint32, nr uint32) bool {
+	g, ok := guardTable[arch]
+	return ok && g.pidfdSendSignal != 0 && nr == g.pidfdSendSignal
 }

@@ -89,6 +89,19 @@ func TestGuardPidns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	notified, err := runnerFilter("amd64", RunnerRules{NotifyAddresses: true, Guard: &EnforcerGuard{PID: 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sig, want := range map[uint64]uint32{9: unix.SECCOMP_RET_USER_NOTIF, 19: unix.SECCOMP_RET_USER_NOTIF, 15: allow} {
+		d := seccompData{nr: 424, arch: unix.AUDIT_ARCH_X86_64, args: [6]uint64{3, sig}}
+		if got := mustRun(t, notified, d); got != want {
+			t.Errorf("pidfd_send_signal(%d) with a listener: %s, want %#x", sig, actionString(got), want)
+		}
+		if (Data{Nr: d.nr, Arch: d.arch, Args: d.args}).Call() != CallPidfdSignal {
+			t.Errorf("pidfd_send_signal is not told apart")
+		}
+	}
 	for _, c := range []struct {
 		nr   int32
 		args [6]uint64

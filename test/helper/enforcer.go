@@ -15,6 +15,8 @@ package main
 //	abstract-stream:N   connect a stream socket to the abstract name N
 //	abstract-dgram:N    sendto a datagram socket at the abstract name N
 //	own-abstract        bind a stream and a datagram socket to fresh abstract names, then reach them
+//	pidfd-child         start /bin/sleep, pidfd_open it and SIGKILL it through the pidfd
+//	go-kill-child       start /bin/sleep and end it with os.Process.Kill (a pidfd since Go 1.23)
 //	helper              start a "sleep -ignore-term" child in a session of its own (setsid)
 //	sleep               sleep until killed
 //
@@ -24,8 +26,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -156,6 +160,30 @@ func enforcerTry(op string) error {
 		}
 		if err := enforcerTry("abstract-dgram:" + name + "-d"); err != nil {
 			return fmt.Errorf("sendto: %w", err)
+		}
+		return nil
+	case "pidfd-child", "go-kill-child":
+		cmd := exec.Command("/bin/sleep", "100")
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		var err error
+		if verb == "go-kill-child" {
+			err = cmd.Process.Kill()
+		} else {
+			var fd int
+			if fd, err = unix.PidfdOpen(cmd.Process.Pid, 0); err == nil {
+				err = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+				unix.Close(fd)
+			}
+		}
+		if err != nil {
+			cmd.Process.Signal(unix.SIGKILL) // by pid: the child must not outlive this
+			cmd.Wait()
+			return err
+		}
+		if st, _ := cmd.Process.Wait(); st == nil || st.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			return fmt.Errorf("the child did not die of SIGKILL: %v", st)
 		}
 		return nil
 	case "helper":
