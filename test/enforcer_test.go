@@ -19,18 +19,20 @@ import (
 // abiKnob makes corral use Landlock as if the kernel had ABI 5 (no scopes).
 const abiKnob = "CORRAL_TEST_LANDLOCK_ABI_MAX=5"
 
-// enforcerPolicies are the policy options each case runs under.
-func enforcerPolicies(e *env) []struct {
-	name string
-	opts []string
-} {
-	return []struct {
-		name string
-		opts []string
-	}{
-		{"net-none", []string{"--net", "none"}},
-		{"writable", []string{"--writable", e.dir}},
+// enforcerPolicies are the policies each case runs under.
+var enforcerPolicies = []string{"net-none", "writable", "allow-net"}
+
+// policyOpts are corral's options for the policy named, in e.
+func policyOpts(e *env, name string) []string {
+	switch name {
+	case "net-none":
+		return []string{"--net", "none"}
+	case "writable":
+		return []string{"--writable", e.dir}
+	case "allow-net":
+		return []string{"--allow-net", "example.test"}
 	}
+	panic(name)
 }
 
 // wantLine fails unless out holds the line want.
@@ -48,11 +50,11 @@ func wantLine(t *testing.T, res result, want string) {
 func TestEnforcerStopRefused(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		for _, knob := range []string{"", abiKnob} {
-			e := newEnv(t, m)
-			for _, pol := range enforcerPolicies(e) {
-				t.Run(fmt.Sprintf("%s/abi-cap=%v", pol.name, knob != ""), func(t *testing.T) {
+			for _, pol := range enforcerPolicies[:2] {
+				t.Run(fmt.Sprintf("%s/abi-cap=%v", pol, knob != ""), func(t *testing.T) {
+					e := newEnv(t, m)
 					ops := []string{"kill-parent:19", "tgkill-parent:19", "pidfd-parent:19", "procfd-parent:19", "setsig-parent:19", "kill-group:19", "helper", "sleep"}
-					o := append(opts("", "1", "--timeout", "2"), pol.opts...)
+					o := append(opts("", "1", "--timeout", "2"), policyOpts(e, pol)...)
 					var extra []string
 					if knob != "" {
 						extra = append(extra, knob)
@@ -85,16 +87,16 @@ func TestEnforcerStopRefused(t *testing.T) {
 func TestEnforcerKillRefused(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		for _, knob := range []string{"", abiKnob} {
-			e := newEnv(t, m)
-			for _, pol := range enforcerPolicies(e) {
-				t.Run(fmt.Sprintf("%s/abi-cap=%v", pol.name, knob != ""), func(t *testing.T) {
+			for _, pol := range enforcerPolicies[:2] {
+				t.Run(fmt.Sprintf("%s/abi-cap=%v", pol, knob != ""), func(t *testing.T) {
+					e := newEnv(t, m)
 					ops := []string{"helper", "kill-parent:9", "tgkill-parent:9", "pidfd-parent:9", "procfd-parent:9", "setsig-parent:9", "pidfd-child", "go-kill-child"}
 					if knob != "" {
 						// Under Landlock's scope kill(0) reaches the
 						// runner's own domain: the runner kills itself.
 						ops = append(ops, "kill-group:9")
 					}
-					o := append(opts("", "1"), pol.opts...)
+					o := append(opts("", "1"), policyOpts(e, pol)...)
 					var extra []string
 					if knob != "" {
 						extra = append(extra, knob)
@@ -161,22 +163,18 @@ func abstractListeners(t *testing.T) string {
 func TestEnforcerAbstractSockets(t *testing.T) {
 	name := abstractListeners(t)
 	forEachMode(t, func(t *testing.T, m mode) {
-		e := newEnv(t, m)
-		pols := append(enforcerPolicies(e), struct {
-			name string
-			opts []string
-		}{"allow-net", []string{"--allow-net", "example.test"}})
-		for _, pol := range pols {
+		for _, pol := range enforcerPolicies {
 			for _, knob := range []string{"", abiKnob} {
 				if knob != "" && m.pidns() {
 					continue
 				}
-				t.Run(fmt.Sprintf("%s/abi-cap=%v", pol.name, knob != ""), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s/abi-cap=%v", pol, knob != ""), func(t *testing.T) {
+					e := newEnv(t, m)
 					var extra []string
 					if knob != "" {
 						extra = append(extra, knob)
 					}
-					res := e.run(e.args(append(opts("", "1"), pol.opts...),
+					res := e.run(e.args(append(opts("", "1"), policyOpts(e, pol)...),
 						e.helper("enforcer", "abstract-stream:"+name+"-s", "abstract-dgram:"+name+"-d", "own-abstract")), extra...)
 					if res.code != 0 {
 						t.Fatalf("%v", res)
@@ -200,10 +198,10 @@ func TestEnforcerAbstractSockets(t *testing.T) {
 func TestEnforcerIOURing(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		e := newEnv(t, m)
-		for _, pol := range enforcerPolicies(e) {
-			res := e.run(e.args(append(opts("", "1"), pol.opts...), e.helper("enforcer", "io-uring")))
+		for _, pol := range enforcerPolicies {
+			res := e.run(e.args(append(opts("", "1"), policyOpts(e, pol)...), e.helper("enforcer", "io-uring")))
 			if res.code != 0 {
-				t.Fatalf("%s: %v", pol.name, res)
+				t.Fatalf("%s: %v", pol, res)
 			}
 			wantLine(t, res, "io-uring=ENOSYS")
 		}
