@@ -226,3 +226,20 @@ func TestEnforcerPlainRunUnchanged(t *testing.T) {
 		}
 	}
 }
+
+// Without Landlock's scopes a policy run goes on under the fallback, while
+// an explicit --isolate-ipc stays the 125 it was (SPEC.md).
+func TestEnforcerExplicitIsolateNeedsScopes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, modes[0])
+	res := e.run(e.args(opts("", "1", "--isolate-ipc"), e.helper("exit")), abiKnob)
+	wantCode(t, res, 125)
+	if !strings.Contains(res.stderr, "needs Landlock ABI 6") {
+		t.Errorf("the 125 does not name the ABI: %v", res)
+	}
+	res = e.run(e.args(opts("", "1", "-v", "--read-only"), e.helper("exit")), abiKnob)
+	wantCode(t, res, 0)
+	if !strings.Contains(res.stderr, "no scopes") {
+		t.Errorf("-v does not name the fallback: %v", res)
+	}
+}
