@@ -114,7 +114,9 @@ func installFilter(p plan.Privileges) (int, error) {
 // thread of corral's own process (the starter). With a Landlock policy,
 // the thread that forks must carry the runner's domain, and then a thread
 // of corral is in it. That is allowed only for a policy of TCP ports
-// alone (subreaper mode's --net none and --allow-net), which neither
+// alone (subreaper mode's --net none and --allow-net on a kernel without
+// Landlock's scopes, where the IPC isolation they imply is the seccomp
+// guard's, plan/ipc.go), which neither
 // scopes signals nor resolves paths: being in the domain gives the runner
 // nothing over that thread that its uid did not (Landlock only restricts;
 // tracing it is refused because corral's process is not dumpable,
