@@ -28,9 +28,11 @@ import (
 	"strings"
 
 	"github.com/corral-sh/corral/internal/landlock"
+	"github.com/corral-sh/corral/internal/seccomp"
 	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"github.com/corral-sh/corral/sandbox/internal/runner"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
+	"golang.org/x/sys/unix"
 )
 
 // startPolicy is the host side's part, before any mode starts anything.
@@ -40,6 +42,7 @@ func startPolicy(p *stage.Proc, run *plan.Plan, parent *ParentWatch) error {
 	if w := run.RootWarning(os.Geteuid()); w != "" {
 		warnings = append(warnings, w)
 	}
+	impliedIPC(p, run)
 	if run.Privileges.Landlock.Active() || run.Timeout > 0 || run.DieWithParent || len(warnings) > 0 {
 		// It may write to stderr, and send SIGTERM: neither may meet the
 		// Go runtime's default.
@@ -74,6 +77,29 @@ func startPolicy(p *stage.Proc, run *plan.Plan, parent *ParentWatch) error {
 		return parent.watch(p) // parent.go
 	}
 	return nil
+}
+
+// impliedIPC gives a policy run the IPC isolation it implies (plan/ipc.go):
+// Landlock's scopes where this kernel has them, otherwise the seccomp
+// guard of corral's own processes, as the runner names them in subreaper
+// mode (ForPidns names none), and the checker's abstract names. -v says
+// which.
+func impliedIPC(p *stage.Proc, run *plan.Plan) {
+	info, err := landlock.Describe()
+	scopes := err == nil && info.IPCScopes()
+	*run = run.WithImpliedIPC(scopes, seccomp.EnforcerGuard{PID: os.Getpid(), PGID: unix.Getpgrp()})
+	switch {
+	case run.IPCFallback():
+		have := "no Landlock"
+		if err == nil {
+			have = fmt.Sprintf("Landlock ABI %d", info.ABI)
+		}
+		p.Logf("IPC isolation (implied by the policy): %s has no scopes (ABI 6, Linux 6.12), so the seccomp filter refuses SIGKILL and SIGSTOP aimed at corral and the socket checker refuses abstract Unix sockets the runner's tree did not bind; io_uring refused", have)
+	case run.Privileges.ImpliedIPC:
+		p.Logf("IPC isolation (implied by the policy): Landlock's signal and abstract Unix socket scopes; io_uring refused")
+	case run.Privileges.DenyIOURing:
+		p.Logf("io_uring refused (a sandbox policy)")
+	}
 }
 
 // describePolicy is the -v line: the ABI and what the runner gets.

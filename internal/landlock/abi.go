@@ -2,6 +2,8 @@ package landlock
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -160,13 +162,29 @@ func kernelFor(abi int) string {
 
 // ABI returns the Landlock ABI version of the running kernel, or an
 // *UnavailableError. It creates nothing.
+//
+// TestABIMaxEnv, when set to a number from 1 up, caps what it returns: the
+// tests run the fallbacks of older kernels (Landlock without scopes, ABI <
+// 6) on a new one. It only ever lowers the ABI, and every fallback holds on
+// its own, so whoever sets it (a runner starting a nested corral) gets a
+// corral that enforces no less than on an older kernel, or refuses with
+// 125 what an older kernel cannot have: nothing a caller of corral could
+// not get by passing fewer options. It never reaches past the corral whose
+// environment holds it (Landlock domains only stack).
 func ABI() (int, error) {
 	v, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, unix.LANDLOCK_CREATE_RULESET_VERSION)
 	if errno != 0 {
 		return 0, &UnavailableError{Errno: errno}
 	}
-	return int(v), nil
+	abi := int(v)
+	if max, err := strconv.Atoi(os.Getenv(TestABIMaxEnv)); err == nil && max >= 1 && max < abi {
+		abi = max
+	}
+	return abi, nil
 }
+
+// TestABIMaxEnv names the test-only cap on the ABI corral uses (ABI).
+const TestABIMaxEnv = "CORRAL_TEST_LANDLOCK_ABI_MAX"
 
 // Info is what the running kernel's Landlock enforces, as far as this
 // package knows the rights: for `corral probe` and -v.
@@ -183,6 +201,11 @@ type Info struct {
 func (i Info) TCPPortRules() bool {
 	return netRightsAt(min(i.ABI, knownABI)) == netBindTCP|netConnectTCP
 }
+
+// IPCScopes reports whether the kernel's Landlock scopes signals and
+// abstract Unix sockets (ABI 6, Linux 6.12): whether a Policy with
+// IsolateIPC can be enforced.
+func (i Info) IPCScopes() bool { return scopesAt(min(i.ABI, knownABI)) == ipcScopes }
 
 // Describe reports the running kernel's Landlock, or an *UnavailableError.
 func Describe() (Info, error) {

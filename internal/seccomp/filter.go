@@ -166,6 +166,14 @@ type RunnerRules struct {
 	// the file reached (subreaper mode's filesystem rules). Installed
 	// with InstallWithListener, as NotifyAddresses.
 	NotifyMetadata bool
+	// DenyIOURing makes io_uring_setup(2), io_uring_enter(2) and
+	// io_uring_register(2) fail with ENOSYS (guard.go): under any sandbox
+	// policy, a ring would make the calls the policy checks where no
+	// filter sees them.
+	DenyIOURing bool
+	// Guard, when set, refuses SIGKILL and SIGSTOP aimed at corral's own
+	// processes (guard.go); nil: none.
+	Guard *EnforcerGuard
 }
 
 // SocketRules is the seccomp half of the network policy in subreaper mode,
@@ -228,9 +236,11 @@ func runnerFilter(goarch string, r RunnerRules) ([]unix.SockFilter, error) {
 	if err != nil {
 		return nil, err
 	}
-	blocks := []block{{abi: p.native, rules: terminalRules(p.native), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, meta: r.NotifyMetadata}}
+	blocks := []block{{abi: p.native, rules: terminalRules(p.native), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, meta: r.NotifyMetadata,
+		ioUring: r.DenyIOURing, guard: r.Guard}}
 	for _, c := range p.compat {
-		blocks = append(blocks, block{abi: c, rules: terminalRules(c), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, meta: r.NotifyMetadata})
+		blocks = append(blocks, block{abi: c, rules: terminalRules(c), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, meta: r.NotifyMetadata,
+			ioUring: r.DenyIOURing, guard: r.Guard})
 	}
 	return assemble(blocks)
 }
@@ -275,10 +285,12 @@ func (r Rule) check(a abi) error {
 type block struct {
 	abi     abi
 	rules   []Rule
-	sockets *SocketRules // nil: no socket rules
-	vsock   bool         // socket(AF_VSOCK) fails with EACCES
-	notify  bool         // the address calls go to the listener
-	meta    bool         // the metadata calls go to the listener (emitMeta)
+	sockets *SocketRules   // nil: no socket rules
+	vsock   bool           // socket(AF_VSOCK) fails with EACCES
+	notify  bool           // the address calls go to the listener
+	meta    bool           // the metadata calls go to the listener (emitMeta)
+	ioUring bool           // io_uring's calls fail with ENOSYS (guard.go)
+	guard   *EnforcerGuard // nil: no guard (guard.go)
 }
 
 // assemble lays out: load arch; for each block, "arch matches → jump to its
@@ -341,6 +353,12 @@ func (b block) emit(a *asm) {
 		a.bind(hit)
 		a.stmt(opRet, retErrno(r.Errno))
 		a.bind(skip)
+	}
+	if b.ioUring {
+		b.emitIOURing(a)
+	}
+	if b.guard != nil {
+		b.emitGuard(a, loadNr)
 	}
 	if b.meta {
 		b.emitMeta(a)

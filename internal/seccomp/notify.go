@@ -308,10 +308,14 @@ const (
 	// CallSocket is socket(2) of an inet family the socket rules refuse
 	// (SocketRules.NotifyInet): the supervisor names it and refuses it.
 	CallSocket
+	// CallPidfdSignal is pidfd_send_signal(2) with SIGKILL or SIGSTOP
+	// under the enforcer's guard (guard.go): the supervisor refuses it
+	// when the descriptor names corral.
+	CallPidfdSignal
 )
 
 func (c SocketCall) String() string {
-	return [...]string{"other", "connect", "bind", "listen", "sendto", "socket"}[c]
+	return [...]string{"other", "connect", "bind", "listen", "sendto", "socket", "pidfd_send_signal"}[c]
 }
 
 // Call tells which socket call d is, at whichever entry point of the
@@ -348,6 +352,9 @@ func (d Data) Call() SocketCall {
 			return CallSendto
 		case a.socket:
 			return CallSocket
+		}
+		if isPidfdSendSignal(a.audit, nr) {
+			return CallPidfdSignal
 		}
 	}
 	return CallOther

@@ -27,6 +27,13 @@ const proxyPortInside = 3128
 func (p Plan) ForPidns(userinfo string) Plan {
 	p = p.withSocketChecks().withLocalhostPorts()
 	p.Namespaces.Net = p.Isolated()
+	if p.Privileges.Guard != nil {
+		// From inside a new PID namespace the runner can name no corral
+		// process: the init drops SIGKILL and SIGSTOP from inside, the
+		// host side is out of sight but for kill(0) to the group it
+		// shares with the init.
+		p.Privileges.Guard = &seccomp.EnforcerGuard{}
+	}
 	if !p.Net.Proxy() {
 		return p
 	}
@@ -111,9 +118,10 @@ func (p Plan) withProxy(addr, userinfo string) Plan {
 // network policy (only the tree's own sockets and --allow-unix), and
 // beneath --hide, in every mode (Landlock has no right for a Unix
 // connect). vsock, which no network namespace separates, goes with any
-// network policy.
+// network policy. Implied IPC isolation without Landlock's scopes needs the
+// checker too: it refuses the abstract names the tree did not bind.
 func (p Plan) withSocketChecks() Plan {
-	p.Privileges.Notify = p.Isolated() || len(p.Privileges.Landlock.Hide) > 0
+	p.Privileges.Notify = p.Isolated() || len(p.Privileges.Landlock.Hide) > 0 || p.IPCFallback()
 	p.Privileges.DenyVsock = p.Isolated()
 	return p
 }

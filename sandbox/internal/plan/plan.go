@@ -70,6 +70,15 @@ type Privileges struct {
 	// --writable, --read-only or --hide (ForSubreaper). The namespace
 	// modes hold them with read-only mounts instead.
 	NotifyMetadata bool
+	// DenyIOURing: io_uring's calls fail (every policy run, ipc.go).
+	DenyIOURing bool
+	// ImpliedIPC: Landlock.IsolateIPC was set by the policy's implied
+	// isolation (ipc.go), not asked for by name.
+	ImpliedIPC bool
+	// Guard, on a kernel without Landlock's scopes, refuses SIGKILL and
+	// SIGSTOP aimed at corral's processes in the runner's seccomp filter
+	// (ipc.go); nil: none.
+	Guard *seccomp.EnforcerGuard
 }
 
 // Checked reports whether the runner's filter hands calls to the

@@ -55,7 +55,14 @@ func probePolicy() []Check {
 		ipc.Available = true
 		ipc.Detail = "no signals to, nor abstract Unix sockets of, processes outside the runner's tree"
 	}
-	checks = append(checks, ipc,
+	implied := Check{Name: "implied IPC", Available: true}
+	switch {
+	case ipc.Available:
+		implied.Detail = "every filesystem or network policy gets Landlock's signal and abstract Unix socket scopes; io_uring refused"
+	default:
+		implied.Detail = "no Landlock scopes here: for every filesystem or network policy the seccomp filter refuses SIGKILL and SIGSTOP aimed at corral and the socket checker refuses abstract Unix sockets the runner's tree did not bind (an unconnected sendmsg to a host datagram socket is not checked); io_uring refused"
+	}
+	checks = append(checks, ipc, implied,
 		Check{Name: "--timeout", Available: true, Detail: "a timer in the engine; needs nothing from the kernel"})
 	if os.Geteuid() == 0 {
 		// A uid-0 runner owns root's files (SPEC.md, "Privileges of the

@@ -51,6 +51,9 @@ func restrictRunner(p plan.Privileges) (restricted, error) {
 		return r, nil
 	}
 	r.listener, err = installFilter(p)
+	// A policy's io_uring denial and guard go without it too: such a run
+	// has Landlock rules, which the same thread cannot take either (a 125
+	// naming Landlock, confineRunner), or the socket checks above.
 	if p.AllowNewPrivs && p.Sockets == nil && !p.Checked() && errors.Is(err, unix.EACCES) {
 		return r, nil
 	}
@@ -79,7 +82,7 @@ type restricted struct {
 // network, or the sockets beneath a hidden path.
 func installFilter(p plan.Privileges) (int, error) {
 	prog, err := seccomp.RunnerFilter(seccomp.RunnerRules{Sockets: p.Sockets, DenyVsock: p.DenyVsock, NotifyAddresses: p.Notify,
-		NotifyMetadata: p.NotifyMetadata})
+		NotifyMetadata: p.NotifyMetadata, DenyIOURing: p.DenyIOURing, Guard: p.Guard})
 	listener := -1
 	switch {
 	case err != nil:
@@ -91,11 +94,16 @@ func installFilter(p plan.Privileges) (int, error) {
 	if err != nil {
 		step := "deny TIOCSTI and TIOCLINUX to the runner (seccomp filter)"
 		hint := "an outer seccomp profile or security module refuses filters here; run `corral probe`"
+		if p.Guard != nil || p.DenyIOURing {
+			step = "the runner's sandbox policy filter (seccomp: io_uring refused, corral's processes held from SIGKILL and SIGSTOP)"
+		}
 		if p.Sockets != nil || p.Checked() {
 			step = "the runner's socket policy (seccomp filter with user notification)"
 			if p.NotifyMetadata {
 				step = "the runner's filesystem policy: Landlock has no right for chmod, chown, xattrs or times, so corral checks them (seccomp filter with user notification)"
 			}
+		}
+		if p.Sockets != nil || p.Checked() || p.Guard != nil || p.DenyIOURing {
 			if p.AllowNewPrivs {
 				hint = "--allow-new-privs leaves no_new_privs unset, and without CAP_SYS_ADMIN the kernel takes no filter; drop --allow-new-privs, or run in pidns mode"
 			}
@@ -109,7 +117,9 @@ func installFilter(p plan.Privileges) (int, error) {
 // thread of corral's own process (the starter). With a Landlock policy,
 // the thread that forks must carry the runner's domain, and then a thread
 // of corral is in it. That is allowed only for a policy of TCP ports
-// alone (subreaper mode's --net none and --allow-net), which neither
+// alone (subreaper mode's --net none and --allow-net on a kernel without
+// Landlock's scopes, where the IPC isolation they imply is the seccomp
+// guard's, plan/ipc.go), which neither
 // scopes signals nor resolves paths: being in the domain gives the runner
 // nothing over that thread that its uid did not (Landlock only restricts;
 // tracing it is refused because corral's process is not dumpable,

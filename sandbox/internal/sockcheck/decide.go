@@ -45,6 +45,8 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 	case seccomp.CallOther:
 		// A filter this checker does not know: refuse, never run.
 		return 0, unix.ENOSYS
+	case seccomp.CallPidfdSignal:
+		return c.pidfdSignal(&cl) // signal.go
 	case seccomp.CallSocket:
 		// An inet socket the socket rules refuse (UDP for a DNS query,
 		// most often): named, then refused as the filter would have.

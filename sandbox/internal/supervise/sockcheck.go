@@ -41,7 +41,7 @@ func checkPolicy(run *plan.Plan, refused func(stage.Refused)) sockcheck.Policy {
 		Publish:    run.Net.Publish,
 		AllowUnix:  run.Net.AllowUnix,
 		Hide:       run.Privileges.Landlock.Hide,
-		IsolateIPC: run.Privileges.Landlock.IsolateIPC,
+		IsolateIPC: run.IsolatesAbstract(),
 		Metadata:   run.Privileges.NotifyMetadata,
 		Writable:   run.Privileges.Landlock.Writable,
 		// Without a capability and under no_new_privs the runner's
