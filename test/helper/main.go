@@ -222,6 +222,7 @@ func init() {
 		"pidns-reaper":  cmdPidnsReaper,
 		"orphan-exec":   cmdOrphanExec,
 		"thread-parent": cmdThreadParent,
+		"sendflood":     cmdSendFlood, "checker-try": cmdCheckerTry, // checker.go
 	}
 }
 

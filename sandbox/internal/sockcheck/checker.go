@@ -1,6 +1,8 @@
 package sockcheck
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -24,6 +26,9 @@ type Checker struct {
 	mu            sync.Mutex
 	boundUnix     map[devIno]struct{}
 	boundAbstract map[string]struct{}
+	// abstractBytes is the length of the names in boundAbstract, which
+	// maxAbstractBytes bounds.
+	abstractBytes int
 	boundTCP      map[netip.AddrPort]struct{}
 
 	// inflight holds the blocking connects and sends under way, by the
@@ -35,7 +40,8 @@ type Checker struct {
 	// while its caller was interrupted (its answer found no one): the
 	// restarted call (SA_RESTART) gets that result, as the kernel's own
 	// restart would, instead of a second connect (EISCONN) or a second
-	// send of the same bytes.
+	// send of the same bytes. Bounded (keepLost): a caller interrupted
+	// without SA_RESTART never comes back for its entry.
 	lost map[uint64]lostCall
 	// pending holds duplicates of sockets whose path bind the kernel was
 	// let make (bindPath) and that were not bound yet when looked at.
@@ -53,10 +59,29 @@ type Checker struct {
 	once     sync.Once
 }
 
-// maxBound caps each of the sets of what the tree bound, so a runner that
-// binds without end cannot grow corral's memory without end: past it, a
-// bind is refused.
-const maxBound = 1 << 16
+// What the checker keeps per runner action is capped in count and in
+// bytes (DESIGN.md, "Memory a runner can make corral hold"; SPEC: no
+// corral process grows past 64 MiB whatever the runner does):
+//
+//   - each set of what the tree bound holds at most maxBound entries, past
+//     which a bind is refused: an inode (16 bytes) or an address (32) per
+//     entry, an abstract name (at most 107 bytes) too, with their length
+//     summed below maxAbstractBytes — at most ~10 MiB for the three, map
+//     overhead included;
+//   - sockets let bind a path and not looked at yet (pending) hold a
+//     descriptor each, at most maxPending, and go after pendingFor;
+//   - a blocking call whose answer found no one (lost) keeps a digest of
+//     what it sent, never the bytes, at most maxLost entries, each gone
+//     after lostFor;
+//   - the blocking calls under way (inflight) are one per worker at most;
+//   - a call's copied data lives in its worker's buffer, reused from call
+//     to call: at most maxSend per worker.
+const (
+	maxBound         = 1 << 16
+	maxAbstractBytes = 1 << 20
+	maxPending       = 1 << 10
+	maxLost          = 1 << 8
+)
 
 // New resolves p (each AllowUnix socket must exist now) and starts its
 // workers, each on an OS thread of its own that it keeps until Close: made
@@ -188,7 +213,9 @@ func (c *Checker) worker(ready chan<- error) {
 			continue
 		}
 		c.stats.received.Add(1)
-		c.handle(w, n)
+		if err := c.handle(w, n); err != nil {
+			return // this worker's thread cannot be trusted: it ends
+		}
 	}
 }
 
@@ -206,6 +233,21 @@ func (c *Checker) workerDone() {
 // workerState is what one worker keeps open: its sock_diag socket.
 type workerState struct {
 	diag int
+	// buf holds the data a sendto copies, reused from call to call so
+	// that a flood of large sends costs each worker one buffer, not a
+	// garbage heap (grown to maxSend at most).
+	buf []byte
+	// The thread's own credentials (creds.go), taken back after each
+	// call made as the caller: own, with the permitted and inheritable
+	// capability sets capset must repeat; fsOwn: the thread has an
+	// fs_struct of its own (its umask is its own); changed: asCaller ran
+	// since the last asSelf.
+	own                    creds
+	permitted, inheritable uint64
+	fsOwn, changed         bool
+	caller                 *creds // what asCaller took on
+	broken                 error  // asSelf failed: the worker must end
+	groupsChanged          bool
 	// done is the blocking call this worker completed for the
 	// notification it handles now, if any (blocking).
 	done *lostCall
@@ -216,7 +258,12 @@ func newWorkerState() (*workerState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sockcheck: sock_diag socket: %w", err)
 	}
-	return &workerState{diag: fd}, nil
+	w := &workerState{diag: fd}
+	if err := w.initCreds(); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return w, nil
 }
 
 func (w *workerState) close() { unix.Close(w.diag) }
@@ -229,15 +276,22 @@ const (
 	answered = gone - 1
 )
 
-func (c *Checker) handle(w *workerState, n *seccomp.Notif) {
+func (c *Checker) handle(w *workerState, n *seccomp.Notif) error {
 	w.done = nil
 	val, errno := c.decide(w, n)
+	if err := w.asSelf(); err != nil {
+		// Refuse this call before the worker ends.
+		if errno != answered && errno != gone {
+			seccomp.Respond(c.listener, n.ID, 0, unix.EACCES)
+		}
+		return err
+	}
 	if errno == answered {
-		return
+		return nil
 	}
 	if errno == gone {
 		c.stats.gone.Add(1)
-		return
+		return nil
 	}
 	// ErrGone: the caller was interrupted or died meanwhile; any other
 	// error leaves nothing to do either.
@@ -245,27 +299,67 @@ func (c *Checker) handle(w *workerState, n *seccomp.Notif) {
 		c.stats.gone.Add(1)
 		if d := w.done; d != nil && errno == 0 {
 			d.val, d.at = val, time.Now()
-			c.imu.Lock()
-			if len(c.lost) < maxBound {
-				c.lost[d.ino] = *d
-			}
-			c.imu.Unlock()
+			c.keepLost(*d)
 		}
 	}
+	return nil
 }
 
-// lostCall is a completed blocking call whose answer found no caller.
+// lostCall is a completed blocking call whose answer found no caller. It
+// keeps a digest of the call (kind, address, data), not the data itself:
+// a restart is told by the same digest, and an interrupted 4 MiB send
+// costs corral some 100 bytes, not 4 MiB.
 type lostCall struct {
-	ino        uint64
-	kind       seccomp.SocketCall
-	addr, data []byte
-	val        int64
-	at         time.Time
+	ino uint64
+	sum [sha256.Size]byte
+	val int64
+	at  time.Time
 }
 
 // lostFor is how long a lost result waits for its restarted call: a
 // restart follows the signal handler at once.
 const lostFor = 5 * time.Second
+
+// callDigest is what tells a restarted call from another: its kind, its
+// address and its data.
+func callDigest(kind seccomp.SocketCall, addr, data []byte) [sha256.Size]byte {
+	h := sha256.New()
+	var hdr [9]byte
+	hdr[0] = byte(kind)
+	binary.NativeEndian.PutUint64(hdr[1:], uint64(len(addr)))
+	h.Write(hdr[:])
+	h.Write(addr)
+	h.Write(data)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// keepLost records d for its restart, within maxLost: expired entries go
+// first, then, still full, the oldest (a restart that finds nothing makes
+// the call again, which is what a caller interrupted without SA_RESTART
+// never asks for anyway).
+func (c *Checker) keepLost(d lostCall) {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	if _, ok := c.lost[d.ino]; !ok && len(c.lost) >= maxLost {
+		var oldest uint64
+		var at time.Time
+		for ino, l := range c.lost {
+			if d.at.Sub(l.at) >= lostFor {
+				delete(c.lost, ino)
+				continue
+			}
+			if at.IsZero() || l.at.Before(at) {
+				oldest, at = ino, l.at
+			}
+		}
+		if len(c.lost) >= maxLost {
+			delete(c.lost, oldest)
+		}
+	}
+	c.lost[d.ino] = d
+}
 
 func (c *Checker) report(r Refusal) {
 	if c.pol.Report != nil {

@@ -57,10 +57,17 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 		return 0, unix.EACCES
 	}
 	defer unix.Close(pidfd)
+	// The caller's credentials, which the calls made for it carry
+	// (creds.go): read while its call is pending, so they are the ones it
+	// made the call with.
+	cr, err := callerCreds(cl.tid)
 	// The notification still pending means the thread behind the pid is
-	// the one that called.
+	// the one that called (and the status read was its own).
 	if !c.valid(n) {
 		return 0, gone
+	}
+	if err != nil {
+		return 0, unix.EACCES
 	}
 	fd, err := seccomp.GetFD(pidfd, int(int32(n.Data.Args[0])))
 	if err != nil {
@@ -77,6 +84,9 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 	}
 
 	if cl.kind == seccomp.CallListen {
+		if err := w.asCaller(&cr); err != nil {
+			return 0, unix.EACCES
+		}
 		return c.listen(w, &cl, domain)
 	}
 
@@ -87,6 +97,14 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 	// caller's memory is not looked at again.
 	if !c.valid(n) {
 		return 0, gone
+	}
+	// From here on every call the checker makes acts on the caller's
+	// objects (its socket, a path in its view): as the caller. Reading
+	// its memory (process_vm_readv, above) and taking its descriptor
+	// (pidfd_getfd) needed corral's own: a caller that made itself
+	// non-dumpable is still checked.
+	if err := w.asCaller(&cr); err != nil {
+		return 0, unix.EACCES
 	}
 	switch domain {
 	case unix.AF_INET, unix.AF_INET6:
@@ -132,7 +150,10 @@ func (c *Checker) copyArgs(cl *call) unix.Errno {
 			}
 			size = maxSend
 		}
-		cl.data = make([]byte, size)
+		if uint64(cap(cl.w.buf)) < size {
+			cl.w.buf = make([]byte, size)
+		}
+		cl.data = cl.w.buf[:size]
 		cl.flags = int(int32(n.Data.Args[3]))
 		if size > 0 {
 			if k, err := seccomp.ReadMemory(cl.tid, n.Data.Args[1], cl.data); err != nil || k != len(cl.data) {
@@ -275,7 +296,7 @@ func (c *Checker) blocking(cl *call, op func() unix.Errno) unix.Errno {
 	c.imu.Lock()
 	if l, ok := c.lost[st.Ino]; ok {
 		delete(c.lost, st.Ino)
-		if l.kind == cl.kind && string(l.addr) == string(cl.addr) && string(l.data) == string(cl.data) && time.Since(l.at) < lostFor {
+		if time.Since(l.at) < lostFor && l.sum == callDigest(cl.kind, cl.addr, cl.data) {
 			c.imu.Unlock()
 			c.stats.adopted.Add(1)
 			cl.lost, cl.lostVal = true, l.val
@@ -308,7 +329,7 @@ func (c *Checker) blocking(cl *call, op func() unix.Errno) unix.Errno {
 	})
 	if e == 0 && cl.w != nil {
 		// Should its answer find no one (handle), the restart gets it.
-		cl.w.done = &lostCall{ino: st.Ino, kind: cl.kind, addr: cl.addr, data: cl.data}
+		cl.w.done = &lostCall{ino: st.Ino, sum: callDigest(cl.kind, cl.addr, cl.data)}
 	}
 	return e
 }

@@ -65,6 +65,16 @@
 // fds get the errno the kernel would give; nothing a runner sends can make
 // a worker panic.
 //
+// # Memory
+//
+// What the checker keeps per runner action is capped in count and bytes
+// (checker.go, maxBound and the caps beside it): a call's data lives in
+// its worker's reused buffer, a completed call whose answer found no one
+// keeps a digest of it (never the bytes) for at most lostFor, and the sets
+// of what the tree bound stop growing (a bind past them is refused). A
+// runner's flood of interrupted 4 MiB sends costs corral a few hundred
+// bytes each, and nothing past the caps.
+//
 // # Cost
 //
 // One checked connect costs two thread wake-ups and about twelve system

@@ -48,9 +48,7 @@ func (c *Checker) unixCall(w *workerState, cl *call) (int64, unix.Errno) {
 			}
 			val, e := c.perform(cl, a)
 			if e == 0 {
-				c.mu.Lock()
-				c.boundAbstract[name] = struct{}{}
-				c.mu.Unlock()
+				c.recordAbstract(name)
 			}
 			return val, e
 		}
@@ -79,7 +77,22 @@ func (c *Checker) unixCall(w *workerState, cl *call) (int64, unix.Errno) {
 func (c *Checker) full() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.boundUnix)+len(c.boundAbstract)+len(c.pending) >= maxBound
+	return len(c.boundUnix)+len(c.boundAbstract)+len(c.pending) >= maxBound ||
+		len(c.pending) >= maxPending || c.abstractBytes >= maxAbstractBytes
+}
+
+// recordAbstract remembers an abstract name the tree bound. Past the caps
+// (full) the name is not kept: the bind was refused before it ran, or,
+// for an autobind by listen, the tree cannot reach its own name — a
+// refusal, never memory without bound.
+func (c *Checker) recordAbstract(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.boundAbstract[name]; ok || len(c.boundAbstract) >= maxBound || c.abstractBytes+len(name) > maxAbstractBytes {
+		return
+	}
+	c.boundAbstract[name] = struct{}{}
+	c.abstractBytes += len(name)
 }
 
 // connectPath resolves path once in the caller's view, checks the inode it
@@ -225,27 +238,20 @@ func (c *Checker) openInView(cl *call, path string, flags uint64) (int, unix.Err
 	base, resolve := "cwd", uint64(unix.RESOLVE_NO_MAGICLINKS)
 	if path[0] == '/' {
 		base, resolve = "root", resolve|unix.RESOLVE_IN_ROOT
-	} else if root, err := os.Readlink(fmt.Sprintf("/proc/%d/root", cl.tid)); err != nil || root != "/" {
-		// A caller with a root of its own (chroot): a relative path
-		// could climb out of it from here. Fail closed.
-		if !c.valid(cl.n) {
-			return -1, gone
-		}
+	}
+	// The caller's root and cwd are reached through /proc/TID, which the
+	// kernel lets corral's credentials open (a caller that made itself
+	// non-dumpable included); the path itself is resolved from them as
+	// the caller (cl.w.asCaller), its own search permissions in force.
+	var bfd int
+	var e unix.Errno
+	if err := cl.w.withOwn(func() { bfd, e = c.openBase(cl, base, path) }); err != nil {
 		return -1, unix.EACCES
 	}
-	bfd, err := unix.Open(fmt.Sprintf("/proc/%d/%s", cl.tid, base), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if !c.valid(cl.n) {
-			return -1, gone
-		}
-		return -1, unix.EACCES
+	if e != 0 {
+		return -1, e
 	}
 	defer unix.Close(bfd)
-	// The tid is still the caller's: its /proc directory was not
-	// another's, reused.
-	if !c.valid(cl.n) {
-		return -1, gone
-	}
 	fd, err := unix.Openat2(bfd, path, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC | flags, Resolve: resolve})
 	if err != nil {
 		if e, ok := err.(unix.Errno); ok {
@@ -254,6 +260,34 @@ func (c *Checker) openInView(cl *call, path string, flags uint64) (int, unix.Err
 		return -1, unix.EACCES
 	}
 	return fd, 0
+}
+
+// openBase opens /proc/TID/BASE (cwd or root) for openInView.
+func (c *Checker) openBase(cl *call, base, path string) (int, unix.Errno) {
+	if base == "cwd" {
+		if root, err := os.Readlink(fmt.Sprintf("/proc/%d/root", cl.tid)); err != nil || root != "/" {
+			// A caller with a root of its own (chroot): a relative path
+			// could climb out of it from here. Fail closed.
+			if !c.valid(cl.n) {
+				return -1, gone
+			}
+			return -1, unix.EACCES
+		}
+	}
+	bfd, err := unix.Open(fmt.Sprintf("/proc/%d/%s", cl.tid, base), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if !c.valid(cl.n) {
+			return -1, gone
+		}
+		return -1, unix.EACCES
+	}
+	// The tid is still the caller's: its /proc directory was not
+	// another's, reused.
+	if !c.valid(cl.n) {
+		unix.Close(bfd)
+		return -1, gone
+	}
+	return bfd, 0
 }
 
 func sockaddrUnix(path string) []byte {
@@ -271,9 +305,7 @@ func (c *Checker) recordUnixName(w *workerState, fd int) {
 		return
 	}
 	if u, ok := sa.(*unix.SockaddrUnix); ok && len(u.Name) > 0 && u.Name[0] == '@' {
-		c.mu.Lock()
-		c.boundAbstract[u.Name[1:]] = struct{}{}
-		c.mu.Unlock()
+		c.recordAbstract(u.Name[1:])
 	}
 }
 
