@@ -159,6 +159,12 @@ type RunnerRules struct {
 	// installed with InstallWithListener, and something must answer its
 	// listener: without one the calls fail with ENOSYS.
 	NotifyAddresses bool
+	// NotifyWrites hands the write-intent filesystem calls to the same
+	// listener (writes.go): at the native entry point (x32's too), opens
+	// with a write flag, and every create, rename, link, unlink and
+	// truncate by path; at a compat entry point they fail with EACCES.
+	// With NotifyAddresses only (it makes the filter's listener).
+	NotifyWrites bool
 }
 
 // SocketRules is the seccomp half of the network policy in subreaper mode,
@@ -221,9 +227,9 @@ func runnerFilter(goarch string, r RunnerRules) ([]unix.SockFilter, error) {
 	if err != nil {
 		return nil, err
 	}
-	blocks := []block{{abi: p.native, rules: terminalRules(p.native), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses}}
+	blocks := []block{{abi: p.native, rules: terminalRules(p.native), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, writes: r.NotifyWrites && r.NotifyAddresses}}
 	for _, c := range p.compat {
-		blocks = append(blocks, block{abi: c, rules: terminalRules(c), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses})
+		blocks = append(blocks, block{abi: c, rules: terminalRules(c), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, writes: r.NotifyWrites && r.NotifyAddresses})
 	}
 	return assemble(blocks)
 }
@@ -271,6 +277,7 @@ type block struct {
 	sockets *SocketRules // nil: no socket rules
 	vsock   bool         // socket(AF_VSOCK) fails with EACCES
 	notify  bool         // the address calls go to the listener
+	writes  bool         // the write-intent calls go to it too (writes.go)
 }
 
 // assemble lays out: load arch; for each block, "arch matches → jump to its
@@ -336,6 +343,9 @@ func (b block) emit(a *asm) {
 	}
 	if b.notify {
 		b.emitNotify(a)
+	}
+	if b.writes {
+		b.emitWrites(a)
 	}
 	if b.vsock {
 		b.emitVsock(a)

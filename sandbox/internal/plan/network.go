@@ -65,7 +65,7 @@ func (p Plan) withProxy(addr, userinfo string) Plan {
 // connect). vsock, which no network namespace separates, goes with any
 // network policy.
 func (p Plan) withSocketChecks() Plan {
-	p.Privileges.Notify = p.Isolated() || len(p.Privileges.Landlock.Hide) > 0
+	p.Privileges.Notify = p.Isolated() || len(p.Privileges.Landlock.Hide) > 0 || p.Privileges.NotifyWrites
 	p.Privileges.DenyVsock = p.Isolated()
 	return p
 }

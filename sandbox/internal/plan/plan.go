@@ -64,6 +64,11 @@ type Privileges struct {
 	// sockcheck) through a seccomp listener; DenyVsock: AF_VSOCK sockets
 	// are refused. Set by each mode's derivation (network.go).
 	Notify, DenyVsock bool
+	// NotifyWrites: the runner's write-intent filesystem calls go to the
+	// checker too, which holds them to the writable paths and Protect
+	// (protect.go; WithProtection).
+	NotifyWrites bool
+	Protect      Protection
 }
 
 // Network is the network policy of a run beyond --net none (README.md,

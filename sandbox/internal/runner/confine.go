@@ -78,7 +78,7 @@ type restricted struct {
 // policy or --hide: without its filter the runner would have the whole
 // network, or the sockets beneath a hidden path.
 func installFilter(p plan.Privileges) (int, error) {
-	prog, err := seccomp.RunnerFilter(seccomp.RunnerRules{Sockets: p.Sockets, DenyVsock: p.DenyVsock, NotifyAddresses: p.Notify})
+	prog, err := seccomp.RunnerFilter(seccomp.RunnerRules{Sockets: p.Sockets, DenyVsock: p.DenyVsock, NotifyAddresses: p.Notify, NotifyWrites: p.NotifyWrites})
 	listener := -1
 	switch {
 	case err != nil:

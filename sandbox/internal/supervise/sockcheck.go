@@ -43,6 +43,7 @@ func checkPolicy(run *plan.Plan, refused func(stage.Refused)) sockcheck.Policy {
 		Hide:       run.Privileges.Landlock.Hide,
 		IsolateIPC: run.Privileges.Landlock.IsolateIPC,
 	}
+	pol.Writes = writePolicy(run) // protect.go
 	if ap, err := netip.ParseAddrPort(run.Net.ProxyAddr); err == nil && run.Net.TCPChecked {
 		pol.ProxyAddr = ap
 	}
