@@ -223,6 +223,7 @@ func init() {
 		"orphan-exec":   cmdOrphanExec,
 		"thread-parent": cmdThreadParent,
 		"sendflood":     cmdSendFlood, "checker-try": cmdCheckerTry, // checker.go
+		"fswrite": cmdFSWrite, "swaprace": cmdSwapRace, // protect.go
 	}
 }
 
