@@ -62,6 +62,10 @@ type fsCall struct {
 	length int64
 	// symlink's target (its contents: never resolved here).
 	target string
+	// The caller's root and working directory (/proc/TID/root, cwd),
+	// opened before the checker takes on the caller's credentials, for
+	// the paths that need them; -1: not opened.
+	root, cwd int
 }
 
 const atFDCWD = -100
@@ -80,7 +84,7 @@ const validOpenFlags = unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_EXCL 
 // fsWrite checks and makes one write-intent call.
 func (c *Checker) fsWrite(w *workerState, n *seccomp.Notif, op seccomp.FSCall) (int64, unix.Errno) {
 	cl := &call{n: n, tid: int(n.Pid), w: w}
-	f := &fsCall{cl: cl, op: op, dirfd: [2]int{-1, -1}}
+	f := &fsCall{cl: cl, op: op, dirfd: [2]int{-1, -1}, root: -1, cwd: -1}
 	pidfd, err := seccomp.OpenPidfd(cl.tid)
 	if err != nil {
 		if !c.valid(n) {
@@ -101,12 +105,28 @@ func (c *Checker) fsWrite(w *workerState, n *seccomp.Notif, op seccomp.FSCall) (
 		return 0, e
 	}
 	defer func() {
-		for _, fd := range f.dirfd {
+		for _, fd := range []int{f.dirfd[0], f.dirfd[1], f.root, f.cwd} {
 			if fd >= 0 {
 				unix.Close(fd)
 			}
 		}
 	}()
+	// The bases the paths need, opened now with corral's own credentials
+	// (which /proc/TID needs for a caller that made itself non-dumpable),
+	// so that resolving as the caller needs no switch back.
+	for i, p := range f.path {
+		var e unix.Errno
+		switch {
+		case p == "":
+		case p[0] == '/' && f.root < 0:
+			f.root, e = c.openBase(cl, "root", p)
+		case p[0] != '/' && f.dirfd[i] < 0 && f.cwd < 0:
+			f.cwd, e = c.openBase(cl, "cwd", p)
+		}
+		if e != 0 {
+			return 0, e
+		}
+	}
 	if !c.valid(n) {
 		return 0, gone
 	}
@@ -339,9 +359,13 @@ func (c *Checker) resolveParent(f *fsCall, base int, path string, extra uint64) 
 		resolve |= unix.RESOLVE_IN_ROOT
 		fallthrough
 	case base < 0:
-		what := "cwd"
+		what, have := "cwd", f.cwd
 		if dir[0] == '/' {
-			what = "root"
+			what, have = "root", f.root
+		}
+		if have >= 0 {
+			bfd = have
+			break
 		}
 		var e unix.Errno
 		if err := f.cl.w.withOwn(func() { bfd, e = c.openBase(f.cl, what, dir) }); err != nil {
@@ -702,6 +726,11 @@ func (c *Checker) fsTruncate(f *fsCall) (int64, unix.Errno) {
 // descriptor to the caller.
 func (c *Checker) fsOpen(f *fsCall) (int64, unix.Errno) {
 	flags := f.flags & validOpenFlags
+	if flags&unix.O_PATH != 0 && f.op != seccomp.FSOpenat2 {
+		// open ignores every other flag with O_PATH (openat2 refuses
+		// them, readHow): nothing is written.
+		flags &= unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	}
 	mode := f.mode & 0o7777
 	if flags&(unix.O_CREAT|unix.O_TMPFILE) == 0 {
 		mode = 0
@@ -771,6 +800,9 @@ func (c *Checker) openChecked(f *fsCall, flags uint64, mode uint32, resolve uint
 		name := nd.name
 		if nd.trailing {
 			name += "/"
+		}
+		if exists && st.Mode&unix.S_IFMT == unix.S_IFCHR && nd.path() == "/dev/tty" {
+			return c.openTTY(f, flags)
 		}
 		fl := flags | unix.O_CLOEXEC | unix.O_NOCTTY
 		if !nofollow {
@@ -900,4 +932,49 @@ func selfPath(f *fsCall, dir string) string {
 		return "/proc/" + strconv.Itoa(tgid) + "/" + rest
 	}
 	return dir
+}
+
+// openTTY opens the caller's controlling terminal for /dev/tty, which,
+// opened here, would be the checker's: the same device when the two
+// share it, else the caller's pseudo-terminal by its number; a caller
+// without one gets ENXIO, as from the kernel.
+func (c *Checker) openTTY(f *fsCall, flags uint64) (int, unix.Errno) {
+	theirs, err := ttyOf(strconv.Itoa(f.cl.tid))
+	if err != nil {
+		return -1, unix.EACCES
+	}
+	if theirs == 0 {
+		return -1, unix.ENXIO
+	}
+	path := "/dev/tty"
+	if ours, err := ttyOf("thread-self"); err != nil || ours != theirs {
+		major, minor := unix.Major(theirs), unix.Minor(theirs)
+		if major < 136 || major > 143 { // the Unix98 pty slaves
+			return -1, unix.ENXIO
+		}
+		path = "/dev/pts/" + strconv.Itoa(int((major-136)*256+minor))
+	}
+	fd, err := unix.Open(path, int(flags&^(unix.O_CREAT|unix.O_EXCL|unix.O_TRUNC))|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return -1, errnoOr(err, unix.EACCES)
+	}
+	return fd, 0
+}
+
+// ttyOf reads the controlling terminal (tty_nr) of /proc/WHO/stat.
+func ttyOf(who string) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + who + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, os.ErrInvalid
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 5 {
+		return 0, os.ErrInvalid
+	}
+	v, err := strconv.ParseInt(fields[4], 10, 64) // state ppid pgrp session tty_nr
+	return uint64(uint32(v)), err
 }
