@@ -17,15 +17,20 @@ import (
 
 // withProtection asks for the checked write-intent calls of a --writable
 // run (plan.WithProtection).
-func withProtection(run plan.Plan) plan.Plan {
+func withProtection(run plan.Plan, settings []string) plan.Plan {
 	if len(run.Privileges.Landlock.Writable) == 0 {
 		return run
 	}
-	return run.WithProtection(protectFacts(run))
+	return run.WithProtection(protectFacts(run, settings))
 }
 
-func protectFacts(run plan.Plan) plan.ProtectFacts {
+func protectFacts(run plan.Plan, settings []string) plan.ProtectFacts {
 	f := plan.ProtectFacts{Links: map[string]string{}}
+	for _, s := range settings {
+		if c, ok := canonical(s); ok {
+			f.Settings = appendNew(f.Settings, c)
+		}
+	}
 	for _, w := range run.Privileges.Landlock.Writable {
 		if c, ok := canonical(w); ok {
 			f.Writable = appendNew(f.Writable, c)

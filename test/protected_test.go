@@ -215,3 +215,24 @@ func TestProtectedPathsRegrant(t *testing.T) {
 		}
 	})
 }
+
+// TestProtectedPathsSettings: the settings file read for the run, beneath
+// the writable project, is protected: the runner cannot rewrite it for the
+// next run.
+func TestProtectedPathsSettings(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		e := newEnv(t, m)
+		p := gitProject(t, e)
+		s := filepath.Join(p, "corral.json")
+		if err := os.WriteFile(s, []byte(`{"timeout": 60}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(s, m.uid(), m.uid())
+		got := fsResults(t, e, []string{"--settings", s, "--writable", p}, "openat:"+s, "rename:"+filepath.Join(p, "a.txt")+","+s)
+		for op, r := range got {
+			if r != "EROFS" {
+				t.Errorf("%s: want EROFS (the settings file read), got %s", op, r)
+			}
+		}
+	})
+}

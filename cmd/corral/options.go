@@ -56,6 +56,7 @@ type runFlags struct {
 	set                          map[string]bool // the flags given
 	mode, state, grace, poll     string
 	configPath, settingsPath     string
+	settingsRead                 string // the settings file read, if any
 	capAdd, rlimits              listFlag
 	allowNewPrivs, verbose, help bool
 	policy                       *policyFlags
@@ -72,6 +73,9 @@ func parseRunWith(args []string, lookup func(string) (string, bool), notes *[]st
 		return sandbox.Options{}, err
 	}
 	var o sandbox.Options
+	if f.settingsRead != "" {
+		o.SettingsFiles = []string{f.settingsRead} // protected beneath --writable
+	}
 	// The config file comes first: every flag given on the command line
 	// then overrides what it set.
 	cfg, err := f.applyConfig(&o)
@@ -127,7 +131,11 @@ func parseFlags(args []string, lookup func(string) (string, bool)) (*runFlags, e
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", from, err)
 	}
-	return parseCommandLine(append(pre, args...))
+	f, err = parseCommandLine(append(pre, args...))
+	if f != nil {
+		f.settingsRead = path
+	}
+	return f, err
 }
 
 // parseCommandLine parses args and refuses a flag whose value would be

@@ -55,6 +55,7 @@ func probePolicy() []Check {
 		ipc.Available = true
 		ipc.Detail = "no signals to, nor abstract Unix sockets of, processes outside the runner's tree"
 	}
+	checks = append(checks, probeProtect()) // protect.go
 	checks = append(checks, ipc,
 		Check{Name: "--timeout", Available: true, Detail: "a timer in the engine; needs nothing from the kernel"})
 	if os.Geteuid() == 0 {
