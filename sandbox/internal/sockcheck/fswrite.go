@@ -84,16 +84,12 @@ const validOpenFlags = unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_EXCL 
 // fsWrite checks and makes one write-intent call.
 func (c *Checker) fsWrite(w *workerState, n *seccomp.Notif, op seccomp.FSCall) (int64, unix.Errno) {
 	cl := &call{n: n, tid: int(n.Pid), w: w}
-	f := &fsCall{cl: cl, op: op, dirfd: [2]int{-1, -1}, root: -1, cwd: -1}
-	pidfd, err := seccomp.OpenPidfd(cl.tid)
-	if err != nil {
-		if !c.valid(n) {
-			return 0, gone
+	f := &fsCall{cl: cl, op: op, dirfd: [2]int{-1, -1}, root: -1, cwd: -1, pidfd: -1}
+	defer func() {
+		if f.pidfd >= 0 {
+			unix.Close(f.pidfd)
 		}
-		return 0, unix.EACCES
-	}
-	defer unix.Close(pidfd)
-	f.pidfd = pidfd
+	}()
 	cr, err := callerCreds(cl.tid)
 	if !c.valid(n) {
 		return 0, gone
@@ -157,6 +153,9 @@ func (c *Checker) copyFS(f *fsCall) unix.Errno {
 		fd := int(int32(v))
 		if fd == atFDCWD {
 			return 0
+		}
+		if e := c.pidfdOf(f); e != 0 {
+			return e
 		}
 		d, err := seccomp.GetFD(f.pidfd, fd)
 		if err != nil {
@@ -226,6 +225,27 @@ func (c *Checker) copyFS(f *fsCall) unix.Errno {
 		return gone
 	}
 	return e
+}
+
+// pidfdOf opens a pidfd for the caller when a call first needs one (a
+// directory descriptor to duplicate), and checks that the call is still
+// pending, so that the pidfd is the caller's.
+func (c *Checker) pidfdOf(f *fsCall) unix.Errno {
+	if f.pidfd >= 0 {
+		return 0
+	}
+	pidfd, err := seccomp.OpenPidfd(f.cl.tid)
+	if err != nil {
+		if !c.valid(f.cl.n) {
+			return gone
+		}
+		return unix.EACCES
+	}
+	f.pidfd = pidfd
+	if !c.valid(f.cl.n) {
+		return gone
+	}
+	return 0
 }
 
 func first(es ...unix.Errno) unix.Errno {
@@ -609,12 +629,9 @@ func (c *Checker) fsTwo(f *fsCall) (int64, unix.Errno) {
 		if src.dir >= 0 && f.aflag&unix.AT_SYMLINK_FOLLOW != 0 {
 			// The file a symlink leads to is what would be linked: decide
 			// on it, and link it from its own folder.
-			t, e := c.follow(f, src, 0)
-			if e != 0 {
+			if e := c.follow(f, src, 0); e != 0 {
 				return 0, e
 			}
-			src = t
-			defer src.close()
 		}
 		if e := c.decideFS(f, src.path(), touchSource); e != 0 {
 			return 0, e
@@ -658,38 +675,30 @@ func (c *Checker) fsTwo(f *fsCall) (int64, unix.Errno) {
 // maxHops bounds the symlinks followed (the kernel's MAXSYMLINKS).
 const maxHops = 40
 
-// follow resolves nd's last component while it is a symlink: the link
-// is read and its target's folder resolved from nd's folder (an
-// absolute one in the caller's root), as the kernel would. extra are
-// the caller's openat2 resolve flags.
-func (c *Checker) follow(f *fsCall, nd *node, extra uint64) (*node, unix.Errno) {
-	cur := &node{dir: -1}
-	d, err := unix.FcntlInt(uintptr(nd.dir), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, unix.EMFILE
-	}
-	*cur = *nd
-	cur.dir = d
+// follow resolves nd's last component while it is a symlink, in place:
+// the link is read and its target's folder resolved from nd's folder (an
+// absolute one in the caller's root), as the kernel would. extra are the
+// caller's openat2 resolve flags. A descriptor's magic link in /proc is
+// left to procFD.
+func (c *Checker) follow(f *fsCall, nd *node, extra uint64) unix.Errno {
 	for range maxHops {
 		var st unix.Stat_t
-		if err := unix.Fstatat(cur.dir, cur.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
-			return cur, 0
+		if err := unix.Fstatat(nd.dir, nd.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			return 0
 		}
-		if procFDDir(cur.dirPath) {
-			return cur, 0 // a descriptor's magic link: procFD's
+		if procFDDir(nd.dirPath) {
+			return 0
 		}
 		if extra&unix.RESOLVE_NO_SYMLINKS != 0 {
-			cur.close()
-			return nil, unix.ELOOP
+			return unix.ELOOP
 		}
 		buf := make([]byte, maxPath)
-		k, err := unix.Readlinkat(cur.dir, cur.name, buf)
+		k, err := unix.Readlinkat(nd.dir, nd.name, buf)
 		if err != nil {
-			cur.close()
-			return nil, errnoOr(err, unix.EACCES)
+			return errnoOr(err, unix.EACCES)
 		}
 		target := string(buf[:k])
-		base := cur.dir
+		base := nd.dir
 		if target != "" && target[0] == '/' {
 			base = -1
 			if extra&unix.RESOLVE_IN_ROOT != 0 {
@@ -697,14 +706,13 @@ func (c *Checker) follow(f *fsCall, nd *node, extra uint64) (*node, unix.Errno) 
 			}
 		}
 		next, e := c.resolveParent(f, base, target, extra)
-		cur.close()
 		if e != 0 {
-			return nil, e
+			return e
 		}
-		cur = next
+		nd.close()
+		*nd = *next
 	}
-	cur.close()
-	return nil, unix.ELOOP
+	return unix.ELOOP
 }
 
 // fsTruncate makes truncate: the file is opened for writing as the
@@ -771,12 +779,9 @@ func (c *Checker) openChecked(f *fsCall, flags uint64, mode uint32, resolve uint
 			nd.name = "."
 		}
 		if !nofollow {
-			t, e := c.follow(f, nd, resolve)
-			if e != 0 {
+			if e := c.follow(f, nd, resolve); e != 0 {
 				return -1, e
 			}
-			nd.close()
-			nd = t
 			if fd, ok, e := c.procFD(f, nd, flags); ok {
 				return fd, e
 			}
@@ -870,7 +875,15 @@ func (c *Checker) procFD(f *fsCall, nd *node, flags uint64) (int, bool, unix.Err
 		return -1, true, unix.ENOENT
 	}
 	var dup int
-	if werr := f.cl.w.withOwn(func() { dup, err = seccomp.GetFD(f.pidfd, num) }); werr != nil || err != nil {
+	var e unix.Errno
+	if werr := f.cl.w.withOwn(func() {
+		if e = c.pidfdOf(f); e == 0 {
+			dup, err = seccomp.GetFD(f.pidfd, num)
+		}
+	}); werr != nil || e != 0 || err != nil {
+		if e == gone {
+			return -1, true, gone
+		}
 		return -1, true, unix.ENOENT
 	}
 	defer unix.Close(dup)
