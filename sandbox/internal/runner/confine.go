@@ -92,8 +92,11 @@ func installFilter(p plan.Privileges) (int, error) {
 		hint := "an outer seccomp profile or security module refuses filters here; run `corral probe`"
 		if p.Sockets != nil || p.Notify {
 			step = "the runner's socket policy (seccomp filter with user notification)"
+			if p.NotifyWrites {
+				step = "the runner's socket and write checks (seccomp filter with user notification)"
+			}
 			if p.AllowNewPrivs {
-				hint = "--allow-new-privs leaves no_new_privs unset, and without CAP_SYS_ADMIN the kernel takes no filter; drop --allow-new-privs, or run in pidns mode"
+				hint = "--allow-new-privs leaves no_new_privs unset, and without CAP_SYS_ADMIN the kernel takes no filter (no seccomp filter, no Landlock policy); drop --allow-new-privs, or run in pidns mode"
 			}
 		}
 		return -1, &setuperr.SetupError{Step: step, Err: err, Hint: hint}
