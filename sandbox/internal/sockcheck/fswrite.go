@@ -524,6 +524,13 @@ func dots(f *fsCall) unix.Errno {
 	return unix.EEXIST
 }
 
+// exists: nd's last component names something (a dangling symlink
+// included).
+func exists(nd *node) bool {
+	var st unix.Stat_t
+	return nd.dir >= 0 && unix.Fstatat(nd.dir, nd.name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+}
+
 func isDots(name string) bool { return name == "." || name == ".." }
 
 // fsCreate makes mkdir, mknod and symlink.
@@ -535,6 +542,9 @@ func (c *Checker) fsCreate(f *fsCall) (int64, unix.Errno) {
 	defer nd.close()
 	if isDots(nd.name) {
 		return 0, dots(f)
+	}
+	if exists(nd) {
+		return 0, unix.EEXIST // as the kernel says first, even on a read-only mount (mkdir -p)
 	}
 	if e := c.decideFS(f, nd.path(), touchCreate); e != 0 {
 		return 0, e
@@ -635,6 +645,9 @@ func (c *Checker) fsTwo(f *fsCall) (int64, unix.Errno) {
 		}
 		if e := c.decideFS(f, src.path(), touchSource); e != 0 {
 			return 0, e
+		}
+		if exists(dst) {
+			return 0, unix.EEXIST
 		}
 		if e := c.decideFS(f, dst.path(), touchCreate); e != 0 {
 			return 0, e
@@ -773,6 +786,29 @@ func (c *Checker) openChecked(f *fsCall, flags uint64, mode uint32, resolve uint
 	nofollow := flags&unix.O_NOFOLLOW != 0 || flags&(unix.O_CREAT|unix.O_EXCL) == unix.O_CREAT|unix.O_EXCL
 	for range maxHops {
 		if isDots(nd.name) {
+			if flags&unix.O_TMPFILE == unix.O_TMPFILE {
+				// An unnamed file in the folder the path names ("." or
+				// ".."): that folder is decided on.
+				d, err := unix.Openat2(nd.dir, nd.name, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS})
+				if err != nil {
+					return -1, errnoOr(err, unix.EACCES)
+				}
+				where, e := fdPath(d)
+				if e != 0 {
+					unix.Close(d)
+					return -1, e
+				}
+				nd.close()
+				nd.dir, nd.dirPath, nd.name = d, where, ""
+				if e := c.decideFS(f, where, touchWrite); e != 0 { // a file in it, as for any open beneath
+					return -1, e
+				}
+				fd, err := unix.Openat2(d, ".", &unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Mode: uint64(mode)})
+				if err != nil {
+					return -1, errnoOr(err, unix.EACCES)
+				}
+				return fd, 0
+			}
 			if flags&(unix.O_WRONLY|unix.O_RDWR|unix.O_CREAT) != 0 {
 				return -1, dots(f)
 			}
@@ -788,10 +824,13 @@ func (c *Checker) openChecked(f *fsCall, flags uint64, mode uint32, resolve uint
 		}
 		var st unix.Stat_t
 		exists := unix.Fstatat(nd.dir, nd.name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+		if exists && flags&(unix.O_CREAT|unix.O_EXCL) == unix.O_CREAT|unix.O_EXCL {
+			return -1, unix.EEXIST
+		}
 		how := touchWrite
 		switch {
 		case flags&unix.O_TMPFILE == unix.O_TMPFILE:
-			how = touchCreate
+			how = touchWrite // the folder itself may be a --writable path
 		case !exists && flags&unix.O_CREAT != 0:
 			how = touchCreate
 		case flags&(unix.O_WRONLY|unix.O_RDWR|unix.O_TRUNC) == 0:

@@ -113,6 +113,16 @@ func scenarioFSWrite(c *child) {
 	want(c, "unlink", errno(unix.Unlinkat(unix.AT_FDCWD, "d/a", 0)), 0)
 	want(c, "rmdir", errno(unix.Unlinkat(unix.AT_FDCWD, "d", unix.AT_REMOVEDIR)), 0)
 	want(c, "rmdir a missing folder", errno(unix.Unlinkat(unix.AT_FDCWD, "d", unix.AT_REMOVEDIR)), unix.ENOENT)
+	// A name that exists is EEXIST first, protected or not (mkdir -p).
+	want(c, "mkdir an existing protected folder", errno(unix.Mkdirat(unix.AT_FDCWD, ".git/hooks", 0o755)), unix.EEXIST)
+	_, err = unix.Open(".bashrc", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o644)
+	want(c, "O_EXCL create of a protected file", errno(err), unix.EROFS)
+	// An unnamed file: decided on its folder.
+	fd, err = unix.Open(".", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	want(c, "O_TMPFILE in the writable folder", errno(err), 0)
+	unix.Close(fd)
+	_, err = unix.Open(".git/hooks/.", unix.O_TMPFILE|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	want(c, "O_TMPFILE in hooks", errno(err), unix.EROFS)
 	// openat2 goes whole, its struct read once.
 	_, err = unix.Openat2(unix.AT_FDCWD, ".bashrc", &unix.OpenHow{Flags: unix.O_WRONLY | unix.O_CREAT, Mode: 0o644})
 	want(c, "openat2 a protected file", errno(err), unix.EROFS)
