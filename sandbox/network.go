@@ -203,7 +203,10 @@ func (n *network) refused(r stage.Refused) {
 		return
 	}
 	what := r.Call + " " + r.Addr
+	verb := "network: denied"
 	switch r.Kind {
+	case "file":
+		what, verb = r.Call+" of "+r.Path, "filesystem: refused"
 	case "udp":
 		what = "a UDP socket (a DNS query, say)"
 	case "inet":
@@ -221,7 +224,7 @@ func (n *network) refused(r stage.Refused) {
 	}
 	n.mu.Unlock()
 	if first {
-		n.p.Warnf("network: denied %s: %s", what, r.Reason)
+		n.p.Warnf("%s %s: %s", verb, what, r.Reason)
 	}
 }
 

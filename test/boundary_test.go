@@ -620,8 +620,12 @@ func TestSeccompListenerOnlyWithAPolicy(t *testing.T) {
 						t.Errorf("corral process %d holds %d seccomp listeners; the checking process is %d", pid, n, procs[len(procs)-1])
 					}
 				}
-				if total != c.want {
-					t.Errorf("corral's processes %v hold %d seccomp listeners (anon_inode:seccomp notify), want %d", procs, total, c.want)
+				want := c.want
+				if c.name == "writable" && !m.pidns() {
+					want = 1 // subreaper mode checks metadata calls (issue 33)
+				}
+				if total != want {
+					t.Errorf("corral's processes %v hold %d seccomp listeners (anon_inode:seccomp notify), want %d", procs, total, want)
 				}
 				r.signal(unix.SIGTERM)
 				wantCode(t, r.wait(corralTimeout), 128+int(unix.SIGTERM))

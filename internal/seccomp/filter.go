@@ -165,6 +165,13 @@ type RunnerRules struct {
 	// truncate by path; at a compat entry point they fail with EACCES.
 	// With NotifyAddresses only (it makes the filter's listener).
 	NotifyWrites bool
+	// NotifyMetadata hands every call that changes a file's mode, owner,
+	// extended attributes or times (MetaCall) to the filter's listener at
+	// the native entry point, and refuses them (EPERM) at the compat
+	// ones: Landlock has no right for them, so a supervisor decides on
+	// the file reached (subreaper mode's filesystem rules). Installed
+	// with InstallWithListener, as NotifyAddresses.
+	NotifyMetadata bool
 }
 
 // SocketRules is the seccomp half of the network policy in subreaper mode,
@@ -227,9 +234,11 @@ func runnerFilter(goarch string, r RunnerRules) ([]unix.SockFilter, error) {
 	if err != nil {
 		return nil, err
 	}
-	blocks := []block{{abi: p.native, rules: terminalRules(p.native), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, writes: r.NotifyWrites && r.NotifyAddresses}}
+	blocks := []block{{abi: p.native, rules: terminalRules(p.native), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses,
+		writes: r.NotifyWrites && r.NotifyAddresses, meta: r.NotifyMetadata}}
 	for _, c := range p.compat {
-		blocks = append(blocks, block{abi: c, rules: terminalRules(c), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, writes: r.NotifyWrites && r.NotifyAddresses})
+		blocks = append(blocks, block{abi: c, rules: terminalRules(c), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses,
+			writes: r.NotifyWrites && r.NotifyAddresses, meta: r.NotifyMetadata})
 	}
 	return assemble(blocks)
 }
@@ -278,6 +287,7 @@ type block struct {
 	vsock   bool         // socket(AF_VSOCK) fails with EACCES
 	notify  bool         // the address calls go to the listener
 	writes  bool         // the write-intent calls go to it too (writes.go)
+	meta    bool         // the metadata calls go to the listener (emitMeta)
 }
 
 // assemble lays out: load arch; for each block, "arch matches → jump to its
@@ -340,6 +350,9 @@ func (b block) emit(a *asm) {
 		a.bind(hit)
 		a.stmt(opRet, retErrno(r.Errno))
 		a.bind(skip)
+	}
+	if b.meta {
+		b.emitMeta(a)
 	}
 	if b.notify {
 		b.emitNotify(a)

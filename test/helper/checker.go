@@ -17,7 +17,14 @@ package main
 //	checker-try OP...              attempt each OP, print "OP=ok" or
 //	                               "OP=ERRNO" a line each, become ready. OPs:
 //	                                 bind:PORT (TCP bind on 127.0.0.1:PORT and
-//	                                 listen), bind6:PORT (on ::1)
+//	                                 listen), bind6:PORT (on ::1),
+//	                                 chmod:MODE:P (octal), fchmod-ro:MODE:P
+//	                                 (fchmod on a descriptor opened O_RDONLY),
+//	                                 chown:P (to its own uid and gid: no change
+//	                                 of owner, allowed to the owner),
+//	                                 setxattr:P (user.corral-test=x),
+//	                                 touch:P (utimensat to 2001-01-01, as
+//	                                 touch -d), utimes:P (the legacy call)
 
 import (
 	"flag"
@@ -233,6 +240,40 @@ func checkerTry(op string) error {
 			return err
 		}
 		return unix.Listen(fd, 1)
+	case "chmod", "fchmod-ro":
+		modeText, path, _ := strings.Cut(arg, ":")
+		mode, err := strconv.ParseUint(modeText, 8, 32)
+		if err != nil {
+			return err
+		}
+		if verb == "chmod" {
+			return unix.Chmod(path, uint32(mode))
+		}
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Fchmod(fd, uint32(mode))
+	case "chown":
+		return unix.Chown(arg, os.Getuid(), os.Getgid())
+	case "setxattr":
+		return unix.Setxattr(arg, "user.corral-test", []byte("x"), 0)
+	case "touch":
+		t := unix.NsecToTimespec(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+		return unix.UtimesNanoAt(unix.AT_FDCWD, arg, []unix.Timespec{t, t}, 0)
+	case "utimes":
+		tv := unix.NsecToTimeval(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+		p, err := unix.BytePtrFromString(arg)
+		if err != nil {
+			return err
+		}
+		tvs := [2]unix.Timeval{tv, tv}
+		_, _, e := unix.Syscall(unix.SYS_UTIMES, uintptr(unsafe.Pointer(p)), uintptr(unsafe.Pointer(&tvs[0])), 0)
+		if e != 0 {
+			return e
+		}
+		return nil
 	}
 	return fmt.Errorf("unknown op %q", op)
 }

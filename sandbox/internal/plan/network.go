@@ -90,6 +90,8 @@ type Subreaper struct {
 // environment. It also returns -v's account of it.
 func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
 	p = p.withSocketChecks()
+	ll := p.Privileges.Landlock
+	p.Privileges.NotifyMetadata = len(ll.Writable) > 0 || ll.ReadOnly || len(ll.Hide) > 0
 	if !p.Isolated() {
 		return p, "", nil
 	}

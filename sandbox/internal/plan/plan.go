@@ -69,7 +69,17 @@ type Privileges struct {
 	// (protect.go; WithProtection).
 	NotifyWrites bool
 	Protect      Protection
+	// NotifyMetadata: the runner's metadata calls (chmod, chown, xattrs,
+	// times), which no Landlock right covers, go to the same checker,
+	// which holds them to the filesystem rules: subreaper mode under
+	// --writable, --read-only or --hide (ForSubreaper). The namespace
+	// modes hold them with read-only mounts instead.
+	NotifyMetadata bool
 }
+
+// Checked reports whether the runner's filter hands calls to the
+// engine's checker (and so has a listener).
+func (p Privileges) Checked() bool { return p.Notify || p.NotifyMetadata }
 
 // Network is the network policy of a run beyond --net none (README.md,
 // "Network policy"). Every part of it cuts the runner off the network

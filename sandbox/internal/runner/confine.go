@@ -51,7 +51,7 @@ func restrictRunner(p plan.Privileges) (restricted, error) {
 		return r, nil
 	}
 	r.listener, err = installFilter(p)
-	if p.AllowNewPrivs && p.Sockets == nil && !p.Notify && errors.Is(err, unix.EACCES) {
+	if p.AllowNewPrivs && p.Sockets == nil && !p.Checked() && errors.Is(err, unix.EACCES) {
 		return r, nil
 	}
 	r.filtered = err == nil
@@ -78,11 +78,12 @@ type restricted struct {
 // policy or --hide: without its filter the runner would have the whole
 // network, or the sockets beneath a hidden path.
 func installFilter(p plan.Privileges) (int, error) {
-	prog, err := seccomp.RunnerFilter(seccomp.RunnerRules{Sockets: p.Sockets, DenyVsock: p.DenyVsock, NotifyAddresses: p.Notify, NotifyWrites: p.NotifyWrites})
+	prog, err := seccomp.RunnerFilter(seccomp.RunnerRules{Sockets: p.Sockets, DenyVsock: p.DenyVsock, NotifyAddresses: p.Notify,
+		NotifyWrites: p.NotifyWrites, NotifyMetadata: p.NotifyMetadata})
 	listener := -1
 	switch {
 	case err != nil:
-	case p.Notify:
+	case p.Checked():
 		listener, err = seccomp.InstallWithListener(prog)
 	default:
 		err = seccomp.InstallOnThread(prog)
@@ -90,10 +91,13 @@ func installFilter(p plan.Privileges) (int, error) {
 	if err != nil {
 		step := "deny TIOCSTI and TIOCLINUX to the runner (seccomp filter)"
 		hint := "an outer seccomp profile or security module refuses filters here; run `corral probe`"
-		if p.Sockets != nil || p.Notify {
+		if p.Sockets != nil || p.Checked() {
 			step = "the runner's socket policy (seccomp filter with user notification)"
 			if p.NotifyWrites {
 				step = "the runner's socket and write checks (seccomp filter with user notification)"
+			}
+			if p.NotifyMetadata {
+				step = "the runner's filesystem policy: Landlock has no right for chmod, chown, xattrs or times, so corral checks them (seccomp filter with user notification)"
 			}
 			if p.AllowNewPrivs {
 				hint = "--allow-new-privs leaves no_new_privs unset, and without CAP_SYS_ADMIN the kernel takes no filter (no seccomp filter, no Landlock policy); drop --allow-new-privs, or run in pidns mode"

@@ -652,8 +652,10 @@ func benchConnect(b *testing.B, extra string) {
 	}()
 	port := proxyLn.Addr().(*net.TCPAddr).Port
 	n := max(b.N, 200)
-	out := benchRun(b, Policy{Net: true, TCP: true, ProxyAddr: netip.MustParseAddrPort(proxyLn.Addr().String())},
+	cpu := checkerCPU()
+	out := benchRun(b, Policy{Net: true, TCP: true, ProxyAddr: netip.MustParseAddrPort(proxyLn.Addr().String()), StaticCreds: true},
 		fmt.Sprintf("CORRAL_SOCKCHECK_PROXY=%d", port), fmt.Sprintf("CORRAL_SOCKCHECK_N=%d", n), extra)
+	b.ReportMetric(float64(checkerCPU()-cpu)/float64(2*n), "checker-cpu-ns/call")
 	var plain, checked int64
 	if _, err := fmt.Sscanf(out[strings.Index(out, "BENCH"):], "BENCH %d %d", &plain, &checked); err != nil {
 		b.Fatalf("no figures: %s", out)

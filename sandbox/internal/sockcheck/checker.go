@@ -1,10 +1,10 @@
 package sockcheck
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -43,9 +43,14 @@ type Checker struct {
 	// send of the same bytes. Bounded (keepLost): a caller interrupted
 	// without SA_RESTART never comes back for its entry.
 	lost map[uint64]lostCall
+	seed maphash.Seed // keys the lostCall digests
 	// pending holds duplicates of sockets whose path bind the kernel was
 	// let make (bindPath) and that were not bound yet when looked at.
 	pending []pendingBind
+
+	// static holds the tree's credentials once read, under
+	// Policy.StaticCreds (creds.go).
+	static atomic.Pointer[creds]
 
 	stats struct {
 		received, gone, adopted atomic.Int64
@@ -103,6 +108,7 @@ func New(p Policy) (*Checker, error) {
 		boundTCP:      map[netip.AddrPort]struct{}{},
 		inflight:      map[uint64]*inflight{},
 		lost:          map[uint64]lostCall{},
+		seed:          maphash.MakeSeed(),
 		listener:      -1,
 		serve:         make(chan struct{}),
 		done:          make(chan struct{}),
@@ -247,7 +253,9 @@ type workerState struct {
 	fsOwn, changed         bool
 	caller                 *creds // what asCaller took on
 	broken                 error  // asSelf failed: the worker must end
-	groupsChanged          bool
+	// What asCaller changed, for asSelf to undo.
+	groupsChanged, idsChanged, umaskChanged, capsChanged bool
+	status                                               []byte // readCreds' buffer
 	// done is the blocking call this worker completed for the
 	// notification it handles now, if any (blocking).
 	done *lostCall
@@ -308,10 +316,14 @@ func (c *Checker) handle(w *workerState, n *seccomp.Notif) error {
 // lostCall is a completed blocking call whose answer found no caller. It
 // keeps a digest of the call (kind, address, data), not the data itself:
 // a restart is told by the same digest, and an interrupted 4 MiB send
-// costs corral some 100 bytes, not 4 MiB.
+// costs corral some 50 bytes, not 4 MiB. The digest is keyed with a seed
+// the runner never sees (maphash, 64 bits), so it cannot make two calls
+// that collide; a chance collision would only hand a restart the result
+// of the call it repeats. (Not crypto/sha256: its package initialisers
+// would run at every launch of corral, test/layout_test.go.)
 type lostCall struct {
 	ino uint64
-	sum [sha256.Size]byte
+	sum uint64
 	val int64
 	at  time.Time
 }
@@ -322,17 +334,16 @@ const lostFor = 5 * time.Second
 
 // callDigest is what tells a restarted call from another: its kind, its
 // address and its data.
-func callDigest(kind seccomp.SocketCall, addr, data []byte) [sha256.Size]byte {
-	h := sha256.New()
+func (c *Checker) callDigest(kind seccomp.SocketCall, addr, data []byte) uint64 {
+	var h maphash.Hash
+	h.SetSeed(c.seed)
 	var hdr [9]byte
 	hdr[0] = byte(kind)
 	binary.NativeEndian.PutUint64(hdr[1:], uint64(len(addr)))
 	h.Write(hdr[:])
 	h.Write(addr)
 	h.Write(data)
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	return sum
+	return h.Sum64()
 }
 
 // keepLost records d for its restart, within maxLost: expired entries go

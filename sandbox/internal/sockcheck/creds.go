@@ -3,7 +3,6 @@ package sockcheck
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"unsafe"
@@ -30,13 +29,17 @@ import (
 // the worker's thread has its own fs_struct (unshare(CLONE_FS) in New,
 // before the runner exists).
 //
-// The caller's credentials are read from /proc/TID/status at each
-// notification, while its call is pending: a thread's credentials change
-// only by its own calls (a setuid, a capset, an execve), and it is
-// suspended in this one, so what is read is what it holds for this call.
-// Nothing is cached by tid: a runner may drop privileges between calls
-// (with --cap-add, setuid to another uid), and a stale cache would lend
-// it what it gave up. The read costs one open and read of a small file.
+// The caller's credentials are read from /proc/TID/status while its call
+// is pending: a thread's credentials change only by its own calls (a
+// setuid, a capset, an execve), and it is suspended in this one, so what
+// is read is what it holds for this call. They are read at each
+// notification, never cached by tid: a runner may drop privileges between
+// calls (with --cap-add, setuid to another uid), and a stale cache would
+// lend it what it gave up. The one exception is Policy.StaticCreds (no
+// capability kept, no_new_privs): then no thread of the tree can change
+// its credentials at all — no capability to setuid, setgroups or raise a
+// capset, no setuid or file-capability execve — and the first read holds
+// for every call of the run (reading the file costs some 15 µs here).
 
 // creds are the credentials a call is made with.
 type creds struct {
@@ -46,23 +49,43 @@ type creds struct {
 	umask        int // -1: unknown (a kernel before 4.7 does not say)
 }
 
-// ownCreds are a worker thread's own credentials, taken back after each
-// call made as the runner.
-func ownCreds() (creds, error) {
-	return readCreds("/proc/thread-self/status")
+// callerCreds are the credentials of the thread tid (see above for
+// Policy.StaticCreds). Check that its notification is still pending
+// afterwards: only then was the tid the caller's.
+func (c *Checker) callerCreds(w *workerState, tid int) (*creds, error) {
+	if cr := c.static.Load(); cr != nil {
+		return cr, nil
+	}
+	cr, err := w.readCreds("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return nil, err
+	}
+	if c.pol.StaticCreds {
+		c.static.CompareAndSwap(nil, &cr)
+	}
+	return &cr, nil
 }
 
-// callerCreds are the credentials of the thread tid.
-func callerCreds(tid int) (creds, error) {
-	return readCreds("/proc/" + strconv.Itoa(tid) + "/status")
-}
-
-func readCreds(path string) (creds, error) {
+// readCreds parses the credentials out of a /proc status file, read into
+// the worker's buffer with one read (a status file is some 1.5 KiB).
+func (w *workerState) readCreds(path string) (creds, error) {
 	cr := creds{umask: -1}
-	data, err := os.ReadFile(path)
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return cr, err
 	}
+	if w.status == nil {
+		w.status = make([]byte, 8192)
+	}
+	n, err := unix.Read(fd, w.status)
+	unix.Close(fd)
+	if err != nil {
+		return cr, err
+	}
+	if n == len(w.status) {
+		return cr, fmt.Errorf("%s: longer than %d bytes", path, len(w.status))
+	}
+	data := w.status[:n]
 	var got int
 	for len(data) > 0 {
 		line := data
@@ -138,6 +161,7 @@ func (w *workerState) asCaller(cr *creds) error {
 			return err
 		}
 	}
+	w.idsChanged = cr.fsgid != w.own.fsgid || cr.fsuid != w.own.fsuid
 	if cr.fsgid != w.own.fsgid {
 		unix.RawSyscall(unix.SYS_SETFSGID, uintptr(cr.fsgid), 0, 0)
 		// setfsgid says no error: the value now in force tells.
@@ -151,15 +175,19 @@ func (w *workerState) asCaller(cr *creds) error {
 			return fmt.Errorf("setfsuid %d: refused", cr.fsuid)
 		}
 	}
-	if cr.umask >= 0 && w.fsOwn {
+	if cr.umask >= 0 && w.fsOwn && cr.umask != w.own.umask {
+		w.umaskChanged = true
 		unix.RawSyscall(unix.SYS_UMASK, uintptr(cr.umask), 0, 0)
 	}
 	// Last: lowering the effective set ends what the steps above needed
 	// (CAP_SETUID, CAP_SETGID). setfsuid away from 0 has already cleared
 	// the file capabilities from it; this sets exactly the caller's,
 	// within the worker's permitted set.
-	if err := w.setEffective(cr.capEff & w.permitted); err != nil {
-		return err
+	if eff := cr.capEff & w.permitted; eff != w.own.capEff {
+		w.capsChanged = true
+		if err := w.setEffective(eff); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -178,13 +206,16 @@ func (w *workerState) asSelf() (err error) {
 	w.changed = false
 	defer func() { w.broken = err }()
 	// First: the effective set back (within the permitted set, always
-	// allowed), which the steps below need.
-	if err := w.setEffective(w.own.capEff); err != nil {
-		return err
+	// allowed), which the steps below need. Each step undoes what
+	// asCaller did, and only that.
+	if w.capsChanged {
+		w.capsChanged = false
+		if err := w.setEffective(w.own.capEff); err != nil {
+			return err
+		}
 	}
-	unix.RawSyscall(unix.SYS_SETFSUID, uintptr(w.own.fsuid), 0, 0)
-	unix.RawSyscall(unix.SYS_SETFSGID, uintptr(w.own.fsgid), 0, 0)
-	if w.fsOwn && w.own.umask >= 0 {
+	if w.umaskChanged {
+		w.umaskChanged = false
 		unix.RawSyscall(unix.SYS_UMASK, uintptr(w.own.umask), 0, 0)
 	}
 	if w.groupsChanged {
@@ -193,10 +224,15 @@ func (w *workerState) asSelf() (err error) {
 			return err
 		}
 	}
-	fsuid, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0)
-	fsgid, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, ^uintptr(0), 0, 0)
-	if int(fsuid) != w.own.fsuid || int(fsgid) != w.own.fsgid {
-		return fmt.Errorf("sockcheck: the worker's fsuid %d and fsgid %d could not be put back to %d and %d", fsuid, fsgid, w.own.fsuid, w.own.fsgid)
+	if w.idsChanged {
+		w.idsChanged = false
+		unix.RawSyscall(unix.SYS_SETFSUID, uintptr(w.own.fsuid), 0, 0)
+		unix.RawSyscall(unix.SYS_SETFSGID, uintptr(w.own.fsgid), 0, 0)
+		fsuid, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0)
+		fsgid, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, ^uintptr(0), 0, 0)
+		if int(fsuid) != w.own.fsuid || int(fsgid) != w.own.fsgid {
+			return fmt.Errorf("sockcheck: the worker's fsuid %d and fsgid %d could not be put back to %d and %d", fsuid, fsgid, w.own.fsuid, w.own.fsgid)
+		}
 	}
 	return nil
 }
@@ -255,7 +291,7 @@ func (w *workerState) initCreds() error {
 	if err := unix.Unshare(unix.CLONE_FS); err == nil {
 		w.fsOwn = true
 	}
-	own, err := ownCreds()
+	own, err := w.readCreds("/proc/thread-self/status")
 	if err != nil {
 		return fmt.Errorf("sockcheck: the checker's own credentials: %w", err)
 	}

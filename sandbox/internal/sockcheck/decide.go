@@ -38,6 +38,9 @@ const maxSend = 4 << 20
 // gone means there is no one to answer.
 func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 	cl := call{n: n, kind: n.Data.Call(), tid: int(n.Pid), w: w}
+	if m := n.Data.Metadata(); m != seccomp.MetaOther {
+		return c.metadata(w, n, m)
+	}
 	switch cl.kind {
 	case seccomp.CallOther:
 		if op := n.Data.FSCall(); op != seccomp.FSNone && c.pol.Writes != nil {
@@ -63,7 +66,7 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 	// The caller's credentials, which the calls made for it carry
 	// (creds.go): read while its call is pending, so they are the ones it
 	// made the call with.
-	cr, err := callerCreds(cl.tid)
+	cr, err := c.callerCreds(w, cl.tid)
 	// The notification still pending means the thread behind the pid is
 	// the one that called (and the status read was its own).
 	if !c.valid(n) {
@@ -87,7 +90,7 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 	}
 
 	if cl.kind == seccomp.CallListen {
-		if err := w.asCaller(&cr); err != nil {
+		if err := w.asCaller(cr); err != nil {
 			return 0, unix.EACCES
 		}
 		return c.listen(w, &cl, domain)
@@ -106,7 +109,7 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 	// its memory (process_vm_readv, above) and taking its descriptor
 	// (pidfd_getfd) needed corral's own: a caller that made itself
 	// non-dumpable is still checked.
-	if err := w.asCaller(&cr); err != nil {
+	if err := w.asCaller(cr); err != nil {
 		return 0, unix.EACCES
 	}
 	switch domain {
@@ -299,7 +302,7 @@ func (c *Checker) blocking(cl *call, op func() unix.Errno) unix.Errno {
 	c.imu.Lock()
 	if l, ok := c.lost[st.Ino]; ok {
 		delete(c.lost, st.Ino)
-		if time.Since(l.at) < lostFor && l.sum == callDigest(cl.kind, cl.addr, cl.data) {
+		if time.Since(l.at) < lostFor && l.sum == c.callDigest(cl.kind, cl.addr, cl.data) {
 			c.imu.Unlock()
 			c.stats.adopted.Add(1)
 			cl.lost, cl.lostVal = true, l.val
@@ -332,7 +335,7 @@ func (c *Checker) blocking(cl *call, op func() unix.Errno) unix.Errno {
 	})
 	if e == 0 && cl.w != nil {
 		// Should its answer find no one (handle), the restart gets it.
-		cl.w.done = &lostCall{ino: st.Ino, sum: callDigest(cl.kind, cl.addr, cl.data)}
+		cl.w.done = &lostCall{ino: st.Ino, sum: c.callDigest(cl.kind, cl.addr, cl.data)}
 	}
 	return e
 }

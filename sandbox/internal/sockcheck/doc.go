@@ -40,6 +40,16 @@
 // UNIX_DIAG_VFS: the inode the socket is bound to), through a duplicate
 // registered before the answer, so a connect that follows at once finds it.
 //
+// # Metadata calls and the caller's privileges
+//
+// With Policy.Metadata (subreaper mode under --writable, --read-only or
+// --hide) the checker also gets every chmod, chown, xattr and time call,
+// which no Landlock right covers (metadata.go): it resolves the object
+// once in the caller's view, decides on the file reached, and makes the
+// change itself on that open file. Every call it makes on the caller's
+// objects, sockets included, carries the caller's fsuid, fsgid, groups,
+// umask and effective capabilities, never corral's (creds.go).
+//
 // # Threads, blocking calls, and what cannot hang corral
 //
 // New starts Policy.Workers workers (4 by default), each locked to an OS

@@ -90,7 +90,7 @@ func (c *Checker) fsWrite(w *workerState, n *seccomp.Notif, op seccomp.FSCall) (
 			unix.Close(f.pidfd)
 		}
 	}()
-	cr, err := callerCreds(cl.tid)
+	cr, err := c.callerCreds(w, cl.tid)
 	if !c.valid(n) {
 		return 0, gone
 	}
@@ -126,7 +126,7 @@ func (c *Checker) fsWrite(w *workerState, n *seccomp.Notif, op seccomp.FSCall) (
 	if !c.valid(n) {
 		return 0, gone
 	}
-	if err := w.asCaller(&cr); err != nil {
+	if err := w.asCaller(cr); err != nil {
 		return 0, unix.EACCES
 	}
 	switch op {
@@ -165,7 +165,7 @@ func (c *Checker) copyFS(f *fsCall) unix.Errno {
 		return 0
 	}
 	str := func(i int, v uint64) unix.Errno {
-		s, e := c.readString(f.cl, v)
+		s, e := c.readString(f.cl, v, maxPath)
 		f.path[i] = s
 		return e
 	}
@@ -197,10 +197,10 @@ func (c *Checker) copyFS(f *fsCall) unix.Errno {
 		f.mode, f.dev = uint32(a[2]), a[3]
 		e = first(str(0, a[1]), dir(0, a[0]))
 	case seccomp.FSSymlink:
-		f.target, e = c.readString(f.cl, a[0])
+		f.target, e = c.readString(f.cl, a[0], maxPath)
 		e = first(e, str(0, a[1]))
 	case seccomp.FSSymlinkat:
-		f.target, e = c.readString(f.cl, a[0])
+		f.target, e = c.readString(f.cl, a[0], maxPath)
 		e = first(e, str(0, a[2]), dir(0, a[1]))
 	case seccomp.FSUnlink:
 		e = str(0, a[0])
@@ -255,33 +255,6 @@ func first(es ...unix.Errno) unix.Errno {
 		}
 	}
 	return 0
-}
-
-// readString copies a NUL-terminated string of at most maxPath bytes
-// out of the caller's memory, a page at a time (a string may end just
-// before an unmapped page).
-func (c *Checker) readString(cl *call, addr uint64) (string, unix.Errno) {
-	if addr == 0 {
-		return "", unix.EFAULT
-	}
-	var out []byte
-	for len(out) < maxPath {
-		n := 4096 - int(addr%4096)
-		if n > maxPath-len(out) {
-			n = maxPath - len(out)
-		}
-		buf := make([]byte, n)
-		k, err := seccomp.ReadMemory(cl.tid, addr, buf)
-		if err != nil || k == 0 {
-			return "", unix.EFAULT
-		}
-		if i := bytes.IndexByte(buf[:k], 0); i >= 0 {
-			return string(append(out, buf[:i]...)), 0
-		}
-		out = append(out, buf[:k]...)
-		addr += uint64(k)
-	}
-	return "", unix.ENAMETOOLONG
 }
 
 // readHow copies openat2's struct open_how (flags, mode, resolve), as
@@ -451,7 +424,7 @@ const (
 func (c *Checker) decideFS(f *fsCall, path string, how int) unix.Errno {
 	p := c.pol.Writes
 	refuse := func(e unix.Errno, reason string) unix.Errno {
-		c.reportFS(f, path, reason)
+		c.reportWrite(f, path, reason)
 		return e
 	}
 	if c.pol.hidden(path) {
@@ -503,8 +476,8 @@ func parentOf(path string) string {
 	return path[:i]
 }
 
-// reportFS names a refused write.
-func (c *Checker) reportFS(f *fsCall, path, reason string) {
+// reportWrite names a refused write.
+func (c *Checker) reportWrite(f *fsCall, path, reason string) {
 	if c.pol.Report != nil {
 		c.pol.Report(Refusal{Tid: f.cl.tid, Call: f.op.String(), Kind: "fs", Path: path, Reason: reason})
 	}

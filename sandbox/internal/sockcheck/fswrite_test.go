@@ -14,7 +14,7 @@ import (
 
 func init() {
 	scenarios["fswrite"] = scenarioFSWrite
-	scenarios["fsbench"] = scenarioFSBench
+	scenarios["bench-fs"] = scenarioFSBench
 }
 
 // fsPolicy is a WritePolicy for dir (canonical): dir writable, dir/.git
@@ -133,16 +133,6 @@ func scenarioFSWrite(c *child) {
 	want(c, "openat2 an absolute path beneath", errno(err), unix.EXDEV)
 }
 
-func errno(err error) unix.Errno {
-	if err == nil {
-		return 0
-	}
-	if e, ok := err.(unix.Errno); ok {
-		return e
-	}
-	return unix.EIO
-}
-
 // scenarioFSBench times n opens for writing (O_CREAT|O_TRUNC of an
 // existing file) before the filter and after it, and n read-only opens
 // after it: "FSBENCH plain checked readonly" in ns per call.
@@ -176,7 +166,7 @@ func scenarioFSBench(c *child) {
 func BenchmarkCheckedOpen(b *testing.B) {
 	pol, dir := fsPolicy(b)
 	n := max(b.N, 500)
-	_, cmd, buf := start(b, "fsbench", pol, childWrites+"=1", "CORRAL_SOCKCHECK_DIR="+dir, fmt.Sprintf("CORRAL_SOCKCHECK_N=%d", n))
+	_, cmd, buf := start(b, "bench-fs", pol, childWrites+"=1", "CORRAL_SOCKCHECK_DIR="+dir, fmt.Sprintf("CORRAL_SOCKCHECK_N=%d", n))
 	if err := cmd.Wait(); err != nil {
 		b.Fatalf("bench runner: %v: %s", err, buf)
 	}

@@ -27,6 +27,7 @@ const (
 	childEnv    = "CORRAL_SOCKCHECK_TEST_CHILD"
 	childTCP    = "CORRAL_SOCKCHECK_TEST_TCP"
 	childWrites = "CORRAL_SOCKCHECK_TEST_WRITES" // fswrite_test.go
+	childMeta   = "CORRAL_SOCKCHECK_TEST_META"   // the filter hands the metadata calls over too
 	exitMissing = 3
 )
 
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 		c := &child{}
-		if !strings.HasSuffix(name, "bench") { // a benchmark installs it itself, later
+		if !strings.HasPrefix(name, "bench") { // a benchmark installs it itself, later
 			c.install(os.Getenv(childTCP) != "")
 		}
 		f(c)
@@ -88,7 +89,7 @@ func (c *child) install(tcp bool) {
 		c.missing = "missing: " + m
 		os.Exit(c.exit())
 	}
-	r := seccomp.RunnerRules{DenyVsock: true, NotifyAddresses: true, NotifyWrites: os.Getenv(childWrites) != ""}
+	r := seccomp.RunnerRules{DenyVsock: true, NotifyAddresses: true, NotifyMetadata: os.Getenv(childMeta) != "", NotifyWrites: os.Getenv(childWrites) != ""}
 	if tcp {
 		r.Sockets = &seccomp.SocketRules{AllowTCP: true}
 	}
@@ -176,6 +177,9 @@ func start(t testing.TB, name string, pol Policy, env ...string) (*Checker, *exe
 	cmd.Env = append(append(os.Environ(), childEnv+"="+name, "GORACE=atexit_sleep_ms=0"), env...)
 	if pol.TCP {
 		cmd.Env = append(cmd.Env, childTCP+"=1")
+	}
+	if pol.Metadata {
+		cmd.Env = append(cmd.Env, childMeta+"=1")
 	}
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out

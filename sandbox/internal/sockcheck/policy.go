@@ -37,6 +37,17 @@ type Policy struct {
 	// Hide are directories (--hide) beneath which no Unix socket can be
 	// connected to, sent to or bound, with or without a network policy.
 	Hide []string
+	// Metadata: the runner's metadata calls come to the checker too
+	// (seccomp RunnerRules.NotifyMetadata; subreaper mode under a
+	// filesystem rule), and a change is made only beneath Writable and
+	// not beneath Hide.
+	Metadata bool
+	// Writable are the --writable paths (none under --read-only).
+	Writable []string
+	// StaticCreds: no thread of the runner's tree can change its
+	// credentials (it keeps no capability and runs under no_new_privs),
+	// so the checker reads them once (creds.go).
+	StaticCreds bool
 	// IsolateIPC: an abstract Unix socket may be reached only when the
 	// tree bound it (--isolate-ipc).
 	IsolateIPC bool
@@ -58,10 +69,11 @@ const DefaultWorkers = 4
 // Refusal is one call the checker refused with EACCES.
 type Refusal struct {
 	Tid  int    // the calling thread, in the checker's PID namespace
-	Call string // "connect", "bind", "listen", "sendto", "socket"
+	Call string // "connect", "bind", "listen", "sendto", "socket"; a metadata call's name (chmod...)
 	// Kind is "tcp" (an IPv4 or IPv6 address), "unix" (a path),
 	// "abstract" (an abstract Unix name), or, for a refused socket(2),
-	// "udp" or "inet".
+	// "udp" or "inet"; "file" for a metadata call (Path: the file, as the
+	// kernel names it).
 	Kind string
 	Addr netip.AddrPort // for "tcp": the address asked for
 	Path string         // for "unix" and "abstract": the name as given
@@ -84,6 +96,7 @@ type resolved struct {
 	Policy
 	allowUnix map[devIno]string
 	hide      []string
+	writable  []string
 	hostPorts map[uint16]bool
 	proxy     netip.AddrPort
 }
@@ -116,7 +129,34 @@ func resolve(p Policy) (*resolved, error) {
 		}
 		r.hide = append(r.hide, filepath.Clean(abs))
 	}
+	for _, dir := range p.Writable {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, fmt.Errorf("--writable %s: %w", dir, err)
+		}
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = real
+		}
+		r.writable = append(r.writable, filepath.Clean(abs))
+	}
 	return r, nil
+}
+
+// writableAt reports whether path (as the kernel names an open file, in
+// the checker's view) is a --writable path or beneath one, or a terminal
+// of /dev/pts (usable under every policy: a program may fchmod its own
+// terminal, as mesg does).
+func (r *resolved) writableAt(path string) bool {
+	return beneath(path, r.writable) || beneath(path, []string{"/dev/pts"})
+}
+
+func beneath(path string, dirs []string) bool {
+	for _, h := range dirs {
+		if path == h || h == "/" || (len(path) > len(h) && path[:len(h)] == h && path[len(h)] == '/') {
+			return true
+		}
+	}
+	return false
 }
 
 // hidden reports whether path (as the kernel names an open file, in the

@@ -38,8 +38,8 @@ type WritePolicy struct {
 	Devices []string
 }
 
-// beneath reports whether path is dir or lies beneath it.
-func beneath(path, dir string) bool {
+// under reports whether path is dir or lies beneath it.
+func under(path, dir string) bool {
 	if dir == "/" {
 		return strings.HasPrefix(path, "/")
 	}
@@ -57,7 +57,7 @@ func (p *WritePolicy) Protects(path string) (string, bool) {
 		return "", false
 	}
 	for _, e := range p.Protected {
-		if beneath(path, e) && !p.regranted(path, e) {
+		if under(path, e) && !p.regranted(path, e) {
 			return e, true
 		}
 	}
@@ -78,7 +78,7 @@ func (p *WritePolicy) Protects(path string) (string, bool) {
 // beneath it holds path.
 func (p *WritePolicy) regranted(path, e string) bool {
 	for _, w := range p.Writable {
-		if beneath(w, e) && beneath(path, w) {
+		if under(w, e) && under(path, w) {
 			return true
 		}
 	}
@@ -91,7 +91,7 @@ func (p *WritePolicy) regranted(path, e string) bool {
 // any depth counts, but never inside a repository's refs, logs or
 // objects (a branch named hooks is not one).
 func moduleProtected(path, m string) (string, bool) {
-	if !beneath(path, m) || path == m {
+	if !under(path, m) || path == m {
 		return "", false
 	}
 	comps := strings.Split(path[len(m)+1:], "/")
@@ -112,23 +112,23 @@ func moduleProtected(path, m string) (string, bool) {
 // along.
 func (p *WritePolicy) holds(dir string) (string, bool) {
 	for _, e := range p.Pinned {
-		if beneath(e, dir) && !p.regranted(e, e) {
+		if under(e, dir) && !p.regranted(e, e) {
 			return e, true
 		}
 	}
 	for _, e := range p.Protected {
-		if beneath(e, dir) && e != dir && !p.regranted(e, e) {
+		if under(e, dir) && e != dir && !p.regranted(e, e) {
 			return e, true
 		}
 	}
 	for _, pat := range p.Patterns {
-		if beneath(filepath.Dir(pat), dir) {
+		if under(filepath.Dir(pat), dir) {
 			return pat, true
 		}
 	}
 	for _, m := range p.Modules {
 		// A submodule's repository moved elsewhere keeps its hooks.
-		if beneath(m, dir) || (beneath(dir, m) && dir != m) {
+		if under(m, dir) || (under(dir, m) && dir != m) {
 			return m, true
 		}
 	}
@@ -139,7 +139,7 @@ func (p *WritePolicy) holds(dir string) (string, bool) {
 // path itself may be W, a writable file).
 func (p *WritePolicy) writable(path string) bool {
 	for _, w := range p.Writable {
-		if beneath(path, w) {
+		if under(path, w) {
 			return true
 		}
 	}

@@ -61,7 +61,7 @@ func (e *Engine) Prepare(terminal bool) {
 	if e.starter == nil {
 		e.starter = e.prepare(e.p, e.plan, terminal)
 	}
-	if e.plan.Privileges.Notify && e.checker == nil && e.checkErr == nil {
+	if e.plan.Privileges.Checked() && e.checker == nil && e.checkErr == nil {
 		e.checker, e.checkErr = openChecker(e.plan, e.refused) // sockcheck.go
 	}
 	e.decideCgroup()

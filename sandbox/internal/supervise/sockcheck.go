@@ -22,7 +22,7 @@ import (
 func openChecker(run *plan.Plan, refused func(stage.Refused)) (*sockcheck.Checker, error) {
 	if missing := seccomp.ProbeNotify().NotifyMissing(); missing != "" {
 		return nil, &setuperr.SetupError{Step: "check the runner's socket calls", Err: setuperr.Plain("not available here: " + missing),
-			Hint: "the network policy, --allow-unix and --hide need them (a container's seccomp profile may refuse them); corral does not run the command with more than asked"}
+			Hint: "the network policy, --allow-unix, --hide, and in subreaper mode --writable and --read-only need them (a container's seccomp profile may refuse them); corral does not run the command with more than asked"}
 	}
 	c, err := sockcheck.New(checkPolicy(run, refused))
 	if err != nil {
@@ -42,6 +42,11 @@ func checkPolicy(run *plan.Plan, refused func(stage.Refused)) sockcheck.Policy {
 		AllowUnix:  run.Net.AllowUnix,
 		Hide:       run.Privileges.Landlock.Hide,
 		IsolateIPC: run.Privileges.Landlock.IsolateIPC,
+		Metadata:   run.Privileges.NotifyMetadata,
+		Writable:   run.Privileges.Landlock.Writable,
+		// Without a capability and under no_new_privs the runner's
+		// tree cannot change its credentials: read them once.
+		StaticCreds: len(run.Privileges.Keep) == 0 && !run.Privileges.AllowNewPrivs,
 	}
 	pol.Writes = writePolicy(run) // protect.go
 	if ap, err := netip.ParseAddrPort(run.Net.ProxyAddr); err == nil && run.Net.TCPChecked {

@@ -1,0 +1,131 @@
+package seccomp
+
+import (
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// MetaCall names the metadata calls RunnerRules.NotifyMetadata hands to a
+// listener: every call that changes a file's mode, owner, extended
+// attributes or times, which no Landlock right covers.
+type MetaCall uint8
+
+const (
+	MetaOther MetaCall = iota
+	MetaChmod
+	MetaFchmod
+	MetaFchmodat
+	MetaFchmodat2
+	MetaChown
+	MetaFchown
+	MetaLchown
+	MetaFchownat
+	MetaSetxattr
+	MetaLsetxattr
+	MetaFsetxattr
+	MetaRemovexattr
+	MetaLremovexattr
+	MetaFremovexattr
+	MetaSetxattrat
+	MetaRemovexattrat
+	MetaUtime
+	MetaUtimes
+	MetaFutimesat
+	MetaUtimensat
+)
+
+func (m MetaCall) String() string {
+	return [...]string{"other", "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat",
+		"setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "setxattrat",
+		"removexattrat", "utime", "utimes", "futimesat", "utimensat"}[m]
+}
+
+// metaNative are the metadata calls of each native entry point, by number
+// (arch/x86/entry/syscalls/syscall_64.tbl, whose numbers x32 shares for
+// all of these; include/uapi/asm-generic/unistd.h for arm64, which has no
+// chmod, chown, lchown, utime, utimes or futimesat). fchmodat2 (6.6),
+// setxattrat and removexattrat (6.13) have one number everywhere.
+var metaNative = map[uint32]map[uint32]MetaCall{
+	unix.AUDIT_ARCH_X86_64: {
+		90: MetaChmod, 91: MetaFchmod, 268: MetaFchmodat, 452: MetaFchmodat2,
+		92: MetaChown, 93: MetaFchown, 94: MetaLchown, 260: MetaFchownat,
+		188: MetaSetxattr, 189: MetaLsetxattr, 190: MetaFsetxattr,
+		197: MetaRemovexattr, 198: MetaLremovexattr, 199: MetaFremovexattr,
+		463: MetaSetxattrat, 466: MetaRemovexattrat,
+		132: MetaUtime, 235: MetaUtimes, 261: MetaFutimesat, 280: MetaUtimensat,
+	},
+	unix.AUDIT_ARCH_AARCH64: {
+		52: MetaFchmod, 53: MetaFchmodat, 452: MetaFchmodat2,
+		55: MetaFchown, 54: MetaFchownat,
+		5: MetaSetxattr, 6: MetaLsetxattr, 7: MetaFsetxattr,
+		14: MetaRemovexattr, 15: MetaLremovexattr, 16: MetaFremovexattr,
+		463: MetaSetxattrat, 466: MetaRemovexattrat,
+		88: MetaUtimensat,
+	},
+}
+
+// metaCompat are the same calls at the 32-bit compat entry points
+// (syscall_32.tbl; arch/arm/tools/syscall.tbl), the 16-bit-uid chown
+// family and the time64 utimensat included. A checker would have to read
+// 32-bit structures there: these are refused (EPERM) instead, so a 32-bit
+// program under a filesystem rule in subreaper mode cannot change
+// metadata at all.
+var metaCompat = map[uint32][]uint32{
+	unix.AUDIT_ARCH_I386: {15, 94, 306, 452, 16, 95, 182, 198, 207, 212, 298,
+		226, 227, 228, 235, 236, 237, 463, 466, 30, 271, 299, 320, 412},
+	unix.AUDIT_ARCH_ARM: {15, 94, 333, 452, 16, 95, 182, 198, 207, 212, 325,
+		226, 227, 228, 235, 236, 237, 463, 466, 30, 269, 326, 348, 412},
+}
+
+// Metadata tells which metadata call d is, at the native entry point (x32
+// included); MetaOther for anything else, the compat entry points
+// included (the filter refuses their metadata calls itself).
+func (d Data) Metadata() MetaCall {
+	p, err := platformFor(runtime.GOARCH)
+	if err != nil || d.Arch != p.native.audit {
+		return MetaOther
+	}
+	nr := uint32(d.Nr)
+	if p.native.nrMask != 0 {
+		nr &= p.native.nrMask
+	}
+	return metaNative[d.Arch][nr]
+}
+
+// emitMeta lays out the metadata rules with the syscall number in the
+// accumulator, which it leaves there for what follows: at the native
+// entry point each call goes to the listener, at a compat one it fails
+// with EPERM.
+func (b block) emitMeta(a *asm) {
+	var nrs []uint32
+	ret := uint32(unix.SECCOMP_RET_USER_NOTIF)
+	if calls, ok := metaNative[b.abi.audit]; ok {
+		for nr := range calls {
+			nrs = append(nrs, nr)
+		}
+	} else {
+		nrs = metaCompat[b.abi.audit]
+		ret = retErrno(unix.EPERM)
+	}
+	if len(nrs) == 0 {
+		return
+	}
+	sortUint32(nrs) // a stable program
+	hit, rest := a.label(), a.label()
+	for _, nr := range nrs {
+		a.jump(opJeq, nr, hit, next)
+	}
+	a.ja(rest)
+	a.bind(hit)
+	a.stmt(opRet, ret)
+	a.bind(rest)
+}
+
+func sortUint32(s []uint32) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
