@@ -165,6 +165,7 @@ func scenarioFSBench(c *child) {
 // notified: it pays nothing).
 func BenchmarkCheckedOpen(b *testing.B) {
 	pol, dir := fsPolicy(b)
+	pol.StaticCreds = true // as corral runs it (no capability kept, no_new_privs)
 	n := max(b.N, 500)
 	_, cmd, buf := start(b, "bench-fs", pol, childWrites+"=1", "CORRAL_SOCKCHECK_DIR="+dir, fmt.Sprintf("CORRAL_SOCKCHECK_N=%d", n))
 	if err := cmd.Wait(); err != nil {
