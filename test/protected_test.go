@@ -184,11 +184,18 @@ git commit -qm first
 git checkout -qb topic
 echo b > b.txt; git add b.txt; git commit -qm second
 git tag v1
+echo x > /dev/null
+# The test's pipes are root's: only a root runner may reopen them.
+if [ "$(id -u)" = 0 ]; then echo to-stderr > /dev/stderr; echo y > /dev/fd/1; fi
+mkdir -p .git/hooks .vscode-not
 echo done`
 		res := e.run(e.args(opts("", "2", "--writable", p), []string{"/bin/sh", "-c", script, "sh", p}),
 			"HOME="+p, "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@example.com", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@example.com",
 			"GIT_CONFIG_NOSYSTEM=1")
 		wantCode(t, res, 0)
+		if m.uid() == 0 && (!strings.Contains(res.stderr, "to-stderr") || !strings.Contains(res.stdout, "y\ndone")) {
+			t.Errorf("/dev/stderr or /dev/fd/1 not the runner's own: %v", res)
+		}
 		out, err := exec.Command("git", "-c", "safe.directory=*", "-C", p, "log", "--format=%s %D", "topic").CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "second") || !strings.Contains(string(out), "tag: v1") {
 			t.Fatalf("git log after the run: %v: %s (run: %v)", err, out, res)

@@ -90,11 +90,14 @@ func (c *Checker) fsWrite(w *workerState, n *seccomp.Notif, op seccomp.FSCall) (
 			unix.Close(f.pidfd)
 		}
 	}()
+	// Everything read of the caller up to the one check below (its
+	// credentials, memory, descriptors, /proc folders) was the caller's
+	// if its call is still pending then: its tid was not reused.
 	cr, err := c.callerCreds(w, cl.tid)
-	if !c.valid(n) {
-		return 0, gone
-	}
 	if err != nil {
+		if !c.valid(n) {
+			return 0, gone
+		}
 		return 0, unix.EACCES
 	}
 	if e := c.copyFS(f); e != 0 {
@@ -115,11 +118,14 @@ func (c *Checker) fsWrite(w *workerState, n *seccomp.Notif, op seccomp.FSCall) (
 		switch {
 		case p == "":
 		case p[0] == '/' && f.root < 0:
-			f.root, e = c.openBase(cl, "root", p)
+			f.root, e = procBase(cl, "root")
 		case p[0] != '/' && f.dirfd[i] < 0 && f.cwd < 0:
-			f.cwd, e = c.openBase(cl, "cwd", p)
+			f.cwd, e = procBase(cl, "cwd")
 		}
 		if e != 0 {
+			if !c.valid(n) {
+				return 0, gone
+			}
 			return 0, e
 		}
 	}
@@ -225,6 +231,24 @@ func (c *Checker) copyFS(f *fsCall) unix.Errno {
 		return gone
 	}
 	return e
+}
+
+// procBase opens the caller's root or working directory (/proc/TID/root,
+// /proc/TID/cwd) O_PATH; the caller checks that the call is still pending
+// afterwards. A caller with a root of its own (chroot) has no cwd base: a
+// relative path could climb out of its root from there (EACCES).
+func procBase(cl *call, what string) (int, unix.Errno) {
+	dir := "/proc/" + strconv.Itoa(cl.tid) + "/"
+	if what == "cwd" {
+		if root, err := os.Readlink(dir + "root"); err != nil || root != "/" {
+			return -1, unix.EACCES
+		}
+	}
+	fd, err := unix.Open(dir+what, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, unix.EACCES
+	}
+	return fd, 0
 }
 
 // pidfdOf opens a pidfd for the caller when a call first needs one (a
