@@ -37,6 +37,7 @@ func Launch(o Options) (int, error) {
 	if err := startPolicy(p, &run, o.Parent); err != nil {
 		return exitstatus.Setup, err
 	}
+	run = withProtection(run, o.SettingsFiles) // protect.go
 	n, err := openNetwork(p, &run, rules, deny)
 	if err != nil {
 		return exitstatus.Setup, err

@@ -197,6 +197,10 @@ func (n *network) attach(link *stage.Link, run *plan.Plan) bool {
 // connection log (egress.Proxy.Direct), anything else (a Unix socket, a
 // loopback port) once per name on stderr.
 func (n *network) refused(r stage.Refused) {
+	if r.Kind == "fs" {
+		n.refusedWrite(r) // fsrefused.go
+		return
+	}
 	// A TCP call refused is a connect past the proxy, loopback too: named
 	// once per destination on stderr and in the connection log.
 	if ap, err := netip.ParseAddrPort(r.Addr); err == nil && r.Kind == "tcp" && r.Call != "bind" && r.Call != "listen" && n.proxy != nil {

@@ -24,6 +24,10 @@ type Options struct {
 	// Parent is corral's parent as found at corral's start (WatchParent),
 	// for DieWithParent; nil: taken when Launch starts.
 	Parent *ParentWatch
+
+	// SettingsFiles are the settings files read for this run: beneath a
+	// --writable path they are protected paths (protect.go).
+	SettingsFiles []string
 }
 
 // Plan is one contained run: what the runner is, its privileges, its

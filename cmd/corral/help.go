@@ -80,7 +80,19 @@ Sandbox policy (for RUNNER and everything it starts; a kernel that cannot
 enforce what is asked is an error, {setup}, never a run without it):
   --writable PATH      RUNNER may create, change and delete only beneath PATH;
                          elsewhere the filesystem is read-only for it
-                         (Landlock); repeatable
+                         (Landlock); repeatable. Protected even beneath PATH
+                         (read-only, cannot be created, renamed or removed):
+                         at PATH's top (and $HOME's, when beneath PATH)
+                         .gitmodules .bashrc .bash_profile .bash_login .profile
+                         .zshrc .zshenv .zprofile .envrc .vscode/ .idea/
+                         .husky/ .mcp.json .claude/settings*.json
+                         .gemini/settings.json .codex/config.toml and the
+                         --settings file; in PATH's git repository .git itself
+                         (never renamed or removed), .git/hooks/, .git/config,
+                         .git/modules/*/hooks/ and */config, and the folder
+                         core.hooksPath names (objects, refs, index and logs
+                         stay writable). A --writable naming one of them
+                         re-grants it alone
   --read-only          nothing is writable but /dev/null, /dev/zero, /dev/full
                          and the terminals
   --hide PATH          no access at all beneath PATH, which wins over

@@ -81,6 +81,9 @@ func parseRunWith(args []string, lookup func(string) (string, bool), notes, warn
 		return sandbox.Options{}, err
 	}
 	var o sandbox.Options
+	if f.settingsUsed != "" {
+		o.SettingsFiles = []string{f.settingsUsed} // protected beneath --writable
+	}
 	// The config file comes first: every flag given on the command line
 	// then overrides what it set.
 	cfg, err := f.applyConfig(&o)

@@ -159,6 +159,12 @@ type RunnerRules struct {
 	// installed with InstallWithListener, and something must answer its
 	// listener: without one the calls fail with ENOSYS.
 	NotifyAddresses bool
+	// NotifyWrites hands the write-intent filesystem calls to the same
+	// listener (writes.go): at the native entry point (x32's too), opens
+	// with a write flag, and every create, rename, link, unlink and
+	// truncate by path; at a compat entry point they fail with EACCES.
+	// With NotifyAddresses only (it makes the filter's listener).
+	NotifyWrites bool
 	// NotifyMetadata hands every call that changes a file's mode, owner,
 	// extended attributes or times (MetaCall) to the filter's listener at
 	// the native entry point, and refuses them (EPERM) at the compat
@@ -237,10 +243,10 @@ func runnerFilter(goarch string, r RunnerRules) ([]unix.SockFilter, error) {
 		return nil, err
 	}
 	blocks := []block{{abi: p.native, rules: terminalRules(p.native), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, meta: r.NotifyMetadata,
-		ioUring: r.DenyIOURing, guard: r.Guard}}
+		writes: r.NotifyWrites && r.NotifyAddresses, ioUring: r.DenyIOURing, guard: r.Guard}}
 	for _, c := range p.compat {
 		blocks = append(blocks, block{abi: c, rules: terminalRules(c), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, meta: r.NotifyMetadata,
-			ioUring: r.DenyIOURing, guard: r.Guard})
+			writes: r.NotifyWrites && r.NotifyAddresses, ioUring: r.DenyIOURing, guard: r.Guard})
 	}
 	return assemble(blocks)
 }
@@ -288,6 +294,7 @@ type block struct {
 	sockets *SocketRules   // nil: no socket rules
 	vsock   bool           // socket(AF_VSOCK) fails with EACCES
 	notify  bool           // the address calls go to the listener
+	writes  bool           // the write-intent calls go to it too (writes.go)
 	meta    bool           // the metadata calls go to the listener (emitMeta)
 	ioUring bool           // io_uring's calls fail with ENOSYS (guard.go)
 	guard   *EnforcerGuard // nil: no guard (guard.go)
@@ -365,6 +372,9 @@ func (b block) emit(a *asm) {
 	}
 	if b.notify {
 		b.emitNotify(a)
+	}
+	if b.writes {
+		b.emitWrites(a)
 	}
 	if b.vsock {
 		b.emitVsock(a)

@@ -223,7 +223,8 @@ func init() {
 		"orphan-exec":   cmdOrphanExec,
 		"thread-parent": cmdThreadParent,
 		"sendflood":     cmdSendFlood, "checker-try": cmdCheckerTry, // checker.go
-		"enforcer": cmdEnforcer, // enforcer.go
+		"enforcer": cmdEnforcer,                         // enforcer.go
+		"fswrite":  cmdFSWrite, "swaprace": cmdSwapRace, // protect.go
 	}
 }
 

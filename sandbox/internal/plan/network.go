@@ -121,7 +121,7 @@ func (p Plan) withProxy(addr, userinfo string) Plan {
 // network policy. Implied IPC isolation without Landlock's scopes needs the
 // checker too: it refuses the abstract names the tree did not bind.
 func (p Plan) withSocketChecks() Plan {
-	p.Privileges.Notify = p.Isolated() || len(p.Privileges.Landlock.Hide) > 0 || p.IPCFallback()
+	p.Privileges.Notify = p.Isolated() || len(p.Privileges.Landlock.Hide) > 0 || p.IPCFallback() || p.Privileges.NotifyWrites
 	p.Privileges.DenyVsock = p.Isolated()
 	return p
 }

@@ -64,6 +64,11 @@ type Privileges struct {
 	// sockcheck) through a seccomp listener; DenyVsock: AF_VSOCK sockets
 	// are refused. Set by each mode's derivation (network.go).
 	Notify, DenyVsock bool
+	// NotifyWrites: the runner's write-intent filesystem calls go to the
+	// checker too, which holds them to the writable paths and Protect
+	// (protect.go; WithProtection).
+	NotifyWrites bool
+	Protect      Protection
 	// NotifyMetadata: the runner's metadata calls (chmod, chown, xattrs,
 	// times), which no Landlock right covers, go to the same checker,
 	// which holds them to the filesystem rules: subreaper mode under

@@ -62,6 +62,7 @@ func probePolicy() []Check {
 	default:
 		implied.Detail = "no Landlock scopes here: for every filesystem or network policy the seccomp filter refuses SIGKILL and SIGSTOP aimed at corral and the socket checker refuses abstract Unix sockets the runner's tree did not bind (an unconnected sendmsg to a host datagram socket is not checked); io_uring refused"
 	}
+	checks = append(checks, probeProtect()) // protect.go
 	checks = append(checks, ipc, implied,
 		Check{Name: "--timeout", Available: true, Detail: "a timer in the engine; needs nothing from the kernel"})
 	if os.Geteuid() == 0 {

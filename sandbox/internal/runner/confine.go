@@ -82,7 +82,7 @@ type restricted struct {
 // network, or the sockets beneath a hidden path.
 func installFilter(p plan.Privileges) (int, error) {
 	prog, err := seccomp.RunnerFilter(seccomp.RunnerRules{Sockets: p.Sockets, DenyVsock: p.DenyVsock, NotifyAddresses: p.Notify,
-		NotifyMetadata: p.NotifyMetadata, DenyIOURing: p.DenyIOURing, Guard: p.Guard})
+		NotifyWrites: p.NotifyWrites, NotifyMetadata: p.NotifyMetadata, DenyIOURing: p.DenyIOURing, Guard: p.Guard})
 	listener := -1
 	switch {
 	case err != nil:
@@ -99,13 +99,16 @@ func installFilter(p plan.Privileges) (int, error) {
 		}
 		if p.Sockets != nil || p.Checked() {
 			step = "the runner's socket policy (seccomp filter with user notification)"
+			if p.NotifyWrites {
+				step = "the runner's socket and write checks (seccomp filter with user notification)"
+			}
 			if p.NotifyMetadata {
 				step = "the runner's filesystem policy: Landlock has no right for chmod, chown, xattrs or times, so corral checks them (seccomp filter with user notification)"
 			}
 		}
 		if p.Sockets != nil || p.Checked() || p.Guard != nil || p.DenyIOURing {
 			if p.AllowNewPrivs {
-				hint = "--allow-new-privs leaves no_new_privs unset, and without CAP_SYS_ADMIN the kernel takes no filter; drop --allow-new-privs, or run in pidns mode"
+				hint = "--allow-new-privs leaves no_new_privs unset, and without CAP_SYS_ADMIN the kernel takes no filter (no seccomp filter, no Landlock policy); drop --allow-new-privs, or run in pidns mode"
 			}
 		}
 		return -1, &setuperr.SetupError{Step: step, Err: err, Hint: hint}

@@ -43,6 +43,9 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 	}
 	switch cl.kind {
 	case seccomp.CallOther:
+		if op := n.Data.FSCall(); op != seccomp.FSNone && c.pol.Writes != nil {
+			return c.fsWrite(w, n, op) // fswrite.go
+		}
 		// A filter this checker does not know: refuse, never run.
 		return 0, unix.ENOSYS
 	case seccomp.CallPidfdSignal:

@@ -26,7 +26,8 @@ import (
 const (
 	childEnv    = "CORRAL_SOCKCHECK_TEST_CHILD"
 	childTCP    = "CORRAL_SOCKCHECK_TEST_TCP"
-	childMeta   = "CORRAL_SOCKCHECK_TEST_META" // the filter hands the metadata calls over too
+	childWrites = "CORRAL_SOCKCHECK_TEST_WRITES" // fswrite_test.go
+	childMeta   = "CORRAL_SOCKCHECK_TEST_META"   // the filter hands the metadata calls over too
 	exitMissing = 3
 )
 
@@ -88,7 +89,7 @@ func (c *child) install(tcp bool) {
 		c.missing = "missing: " + m
 		os.Exit(c.exit())
 	}
-	r := seccomp.RunnerRules{DenyVsock: true, NotifyAddresses: true, NotifyMetadata: os.Getenv(childMeta) != ""}
+	r := seccomp.RunnerRules{DenyVsock: true, NotifyAddresses: true, NotifyMetadata: os.Getenv(childMeta) != "", NotifyWrites: os.Getenv(childWrites) != ""}
 	if tcp {
 		r.Sockets = &seccomp.SocketRules{AllowTCP: true}
 	}

@@ -55,6 +55,9 @@ type Policy struct {
 	// that refused (it must not block for long: the worker's caller
 	// waits).
 	Report func(Refusal)
+	// Writes, when set, is what the runner's write-intent filesystem
+	// calls are held to (seccomp RunnerRules.NotifyWrites; fswrite.go).
+	Writes *WritePolicy
 	// Workers is how many calls may be checked at once (each worker owns
 	// an OS thread from New on); 0 means DefaultWorkers.
 	Workers int

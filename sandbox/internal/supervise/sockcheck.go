@@ -48,6 +48,7 @@ func checkPolicy(run *plan.Plan, refused func(stage.Refused)) sockcheck.Policy {
 		// tree cannot change its credentials: read them once.
 		StaticCreds: len(run.Privileges.Keep) == 0 && !run.Privileges.AllowNewPrivs,
 	}
+	pol.Writes = writePolicy(run) // protect.go
 	if ap, err := netip.ParseAddrPort(run.Net.ProxyAddr); err == nil && run.Net.TCPChecked {
 		pol.ProxyAddr = ap
 	}
