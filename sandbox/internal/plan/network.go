@@ -23,7 +23,7 @@ const proxyPortInside = 3128
 // with a proxy, the runner's environment naming it at its address inside,
 // where the init will listen, with userinfo, the proxy's per-run USER:PASS.
 func (p Plan) ForPidns(userinfo string) Plan {
-	p = p.withSocketChecks()
+	p = p.withSocketChecks().withMounts()
 	p.Namespaces.Net = p.Isolated()
 	if !p.Net.Proxy() {
 		return p

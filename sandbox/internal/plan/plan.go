@@ -64,6 +64,14 @@ type Privileges struct {
 	// sockcheck) through a seccomp listener; DenyVsock: AF_VSOCK sockets
 	// are refused. Set by each mode's derivation (network.go).
 	Notify, DenyVsock bool
+	// Mounts: the exec stage makes the runner a mount namespace of its
+	// own in which the filesystem rules hold as mounts too: read-only
+	// outside the writable paths, hidden paths covered, protected paths
+	// beneath a writable one read-only (namespace modes, mounts.go).
+	Mounts bool
+	// Protect are more paths protected beneath a writable one, as the
+	// protected names are: the settings file corral read for this run.
+	Protect []string
 }
 
 // Network is the network policy of a run beyond --net none (README.md,
