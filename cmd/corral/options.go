@@ -88,7 +88,8 @@ func parseRunWith(args []string, lookup func(string) (string, bool), notes *[]st
 	if err := f.policy.apply(&o, f.set, lookup); err != nil { // policy.go
 		return o, err
 	}
-	f.protectSettings(&o, lookup) // protect.go
+	// The settings file is protected beneath a writable path (protect.go).
+	f.protectSettings(&o, lookup)
 	if err := f.network.apply(&o, f.set, lookup); err != nil { // network.go
 		return o, err
 	}
