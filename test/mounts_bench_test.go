@@ -6,18 +6,20 @@ package test
 // nothing per call, so what a run pays is their setup at launch.
 //
 //	CORRAL_BENCH_BASE=/tmp/base/bin/corral go test -run '^$' \
-//	    -bench BenchmarkMountsTar -benchtime 5x -count 6 ./test/
+//	    -bench BenchmarkMountsTar -benchtime 6x ./test/
 //
-// With CORRAL_BENCH_BASE each round runs the base build, then this one:
-// -count interleaves them.
+// With CORRAL_BENCH_BASE each round runs the base build and this one, in
+// turns; each build's median is reported.
 
 import (
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // benchTreeFiles is the size of the extracted tree.
@@ -45,35 +47,48 @@ func BenchmarkMountsTar(b *testing.B) {
 			b.Logf("skipped: %s", reason)
 			continue
 		}
-		for _, bin := range bins {
-			b.Run(m.name+"/"+bin.name, func(b *testing.B) {
-				for i := 0; i < b.N; i++ {
-					b.StopTimer()
-					w, err := os.MkdirTemp(baseDir, "bench-w-")
-					if err == nil {
-						err = os.Chown(w, m.uid(), m.uid())
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-					cmd := exec.Command(bin.path, "--mode", "pidns", "--writable", w, "--", "/usr/bin/tar", "-xf", archive, "-C", w)
-					cmd.Dir = baseDir
-					cmd.Env = baseEnviron()
-					cmd.SysProcAttr = &syscall.SysProcAttr{Credential: m.credential(), Pdeathsig: syscall.SIGKILL}
-					b.StartTimer()
-					out, err := cmd.CombinedOutput()
-					b.StopTimer()
-					if err != nil {
-						b.Fatalf("%v: %s", err, out)
-					}
-					if err := os.RemoveAll(w); err != nil {
-						b.Fatal(err)
-					}
-					b.StartTimer()
+		b.Run(m.name, func(b *testing.B) {
+			// Each round runs every build once, in turns, so that the
+			// load of the machine weighs on both alike.
+			times := make([][]time.Duration, len(bins))
+			for i := 0; i < b.N; i++ {
+				for j := range bins {
+					k := (i + j) % len(bins)
+					times[k] = append(times[k], tarRun(b, m, bins[k].path, archive))
 				}
-			})
-		}
+			}
+			for k, bin := range bins {
+				slices.Sort(times[k])
+				b.ReportMetric(float64(times[k][len(times[k])/2].Milliseconds()), bin.name+"-median-ms")
+			}
+		})
 	}
+}
+
+// tarRun times one corral --writable W -- tar -x into a fresh W.
+func tarRun(b *testing.B, m mode, corral, archive string) time.Duration {
+	b.Helper()
+	b.StopTimer()
+	defer b.StartTimer()
+	w, err := os.MkdirTemp(baseDir, "bench-w-")
+	if err == nil {
+		err = os.Chown(w, m.uid(), m.uid())
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(w)
+	cmd := exec.Command(corral, "--mode", "pidns", "--writable", w, "--", "/usr/bin/tar", "-xf", archive, "-C", w)
+	cmd.Dir = baseDir
+	cmd.Env = baseEnviron()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: m.credential(), Pdeathsig: syscall.SIGKILL}
+	t0 := time.Now()
+	out, err := cmd.CombinedOutput()
+	d := time.Since(t0)
+	if err != nil {
+		b.Fatalf("%s: %v: %s", corral, err, out)
+	}
+	return d
 }
 
 // benchArchive makes, once per run, a tar of benchTreeFiles small files in

@@ -46,6 +46,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/corral-sh/corral/internal/proc"
 	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"golang.org/x/sys/unix"
@@ -202,14 +203,39 @@ func bindWritable(path string) error {
 	}
 	err := setReadOnly(path, false)
 	if errors.Is(err, unix.EPERM) {
-		// A locked read-only mount beneath: clear the flag on the bind
-		// itself alone.
-		err = unix.MountSetattr(-1, path, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY})
-		if errors.Is(err, unix.EPERM) {
-			err = nil
-		}
+		// A locked read-only mount at path or beneath it, and the kernel
+		// changes all or none: one mount at a time, leaving the locked.
+		err = clearEach(path)
 	}
 	return err
+}
+
+// clearEach clears the read-only flag of each mount at path or beneath
+// it, but of those whose flag is locked.
+func clearEach(path string) error {
+	// This thread's table: the namespace is this thread's alone (/proc/self
+	// would show the thread group leader's).
+	data, err := os.ReadFile("/proc/thread-self/mountinfo")
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if line == "" {
+			continue
+		}
+		e, err := proc.ParseMountLine(line)
+		if err != nil {
+			return err
+		}
+		if !beneath(e.MountPoint, path) {
+			continue
+		}
+		err = unix.MountSetattr(-1, e.MountPoint, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY})
+		if err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EACCES) {
+			return fmt.Errorf("mount_setattr %s: %w", e.MountPoint, err)
+		}
+	}
+	return nil
 }
 
 // setReadOnly sets or clears the read-only flag of the mount at path and
