@@ -385,3 +385,42 @@ func TestMountsOnlyWithFilesystemRule(t *testing.T) {
 		e.assertGone()
 	})
 }
+
+// A writable path holding mounts of its own: in a user namespace a mount
+// the caller has read-only is locked so, and the kernel clears the
+// read-only flag of a tree all or none. The other mounts beneath the
+// writable path stay writable; the locked one stays as the caller had it.
+func TestMountsWritableWithMountsBeneath(t *testing.T) {
+	namespaceModes(t, func(t *testing.T, m mode) {
+		requireLandlock(t, 1)
+		e := newEnv(t, m)
+		w := e.mkdirs("w")[0]
+		ro, rw := w+"/ro", w+"/rw"
+		for _, d := range []string{ro, rw} {
+			if err := os.Mkdir(d, 0o777); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.own(w)
+		if err := unix.Mount(ro, ro, "", unix.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = unix.Unmount(ro, unix.MNT_DETACH) })
+		if err := unix.Mount("", ro, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("tmpfs", rw, "tmpfs", 0, fmt.Sprintf("mode=0777,uid=%d", m.uid())); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = unix.Unmount(rw, unix.MNT_DETACH) })
+		want := map[string][]string{
+			"create:" + w + "/f":  ok,
+			"create:" + rw + "/f": ok,
+			"create:" + ro + "/f": readOnlyFS,
+		}
+		res := e.run(e.args([]string{"--writable", w}, e.helper(append([]string{"meta"}, tryOps(want)...)...)))
+		wantCode(t, res, 0)
+		wantTried(t, res, want)
+		e.assertGone()
+	})
+}

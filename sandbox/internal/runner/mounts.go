@@ -147,13 +147,20 @@ func layout(p plan.Privileges, home string) mounts {
 }
 
 func (m mounts) apply() error {
+	var orig []proc.MountEntry
+	if len(m.writable) > 0 {
+		var err error
+		if orig, err = readMounts(); err != nil {
+			return mountError("read the mount table", err)
+		}
+	}
 	if m.readOnly {
 		if err := setReadOnly("/", true); err != nil {
 			return mountError("make every mount read-only outside the writable paths", err)
 		}
 	}
 	for _, w := range m.writable {
-		if err := bindWritable(w); err != nil {
+		if err := bindWritable(w, orig); err != nil {
 			return mountError("keep "+w+" writable (--writable)", err)
 		}
 	}
@@ -171,7 +178,7 @@ func (m mounts) apply() error {
 		}
 	}
 	for _, w := range m.regrant {
-		if err := bindWritable(w); err != nil {
+		if err := bindWritable(w, orig); err != nil {
 			return mountError("keep "+w+" writable beneath a protected path (--writable)", err)
 		}
 	}
@@ -194,49 +201,86 @@ func bind(path string) error {
 }
 
 // bindWritable binds path onto itself and clears the read-only flag the
-// tree got. A mount the caller had read-only stays so: in a user
-// namespace its flag is locked (EPERM), and the runner never gets more
-// than the caller had.
-func bindWritable(path string) error {
+// tree got, mount by mount, on those the caller had writable: a mount the
+// caller has read-only stays so (in a user namespace its flag is locked
+// anyway), and the runner never gets more than the caller had. orig is
+// the caller's table, read before the tree was made read-only.
+func bindWritable(path string, orig []proc.MountEntry) error {
 	if err := bind(path); err != nil {
 		return err
 	}
-	err := setReadOnly(path, false)
-	if errors.Is(err, unix.EPERM) {
-		// A locked read-only mount at path or beneath it, and the kernel
-		// changes all or none: one mount at a time, leaving the locked.
-		err = clearEach(path)
-	}
-	return err
-}
-
-// clearEach clears the read-only flag of each mount at path or beneath
-// it, but of those whose flag is locked.
-func clearEach(path string) error {
-	// This thread's table: the namespace is this thread's alone (/proc/self
-	// would show the thread group leader's).
-	data, err := os.ReadFile("/proc/thread-self/mountinfo")
+	now, err := readMounts()
 	if err != nil {
 		return err
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if line == "" {
-			continue
-		}
-		e, err := proc.ParseMountLine(line)
-		if err != nil {
-			return err
-		}
+	for _, e := range now {
 		if !beneath(e.MountPoint, path) {
 			continue
 		}
-		err = unix.MountSetattr(-1, e.MountPoint, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY})
+		// The bind at path copies the mount path lies on; a mount
+		// beneath it, the caller's at the same place.
+		was := containing(orig, e.MountPoint)
+		if e.MountPoint != path {
+			was = at(orig, e.MountPoint)
+		}
+		if was == nil || hasOpt(was.Options, "ro") {
+			continue
+		}
+		err := unix.MountSetattr(-1, e.MountPoint, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY})
 		if err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EACCES) {
 			return fmt.Errorf("mount_setattr %s: %w", e.MountPoint, err)
 		}
 	}
 	return nil
 }
+
+// readMounts reads this thread's mount table: the namespace is this
+// thread's alone (/proc/self would show the thread group leader's).
+func readMounts() ([]proc.MountEntry, error) {
+	data, err := os.ReadFile("/proc/thread-self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []proc.MountEntry
+	for _, line := range strings.Split(string(data), "\n") {
+		if line == "" {
+			continue
+		}
+		e, err := proc.ParseMountLine(line)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// at is the mount the caller sees at mountPoint (the last one stacked
+// there); nil: none.
+func at(table []proc.MountEntry, mountPoint string) *proc.MountEntry {
+	var top *proc.MountEntry
+	for i := range table {
+		if table[i].MountPoint == mountPoint {
+			top = &table[i]
+		}
+	}
+	return top
+}
+
+// containing is the mount path lies on in table: the one at its longest
+// prefix.
+func containing(table []proc.MountEntry, path string) *proc.MountEntry {
+	for dir := path; ; dir = filepath.Dir(dir) {
+		if e := at(table, dir); e != nil {
+			return e
+		}
+		if dir == "/" || dir == "." {
+			return nil
+		}
+	}
+}
+
+func hasOpt(opts []string, name string) bool { return slices.Contains(opts, name) }
 
 // setReadOnly sets or clears the read-only flag of the mount at path and
 // of every mount beneath it.
