@@ -35,7 +35,8 @@ const otherGID = 12345
 
 var (
 	readOnlyFS = []string{"EROFS"}
-	// beneath a covered (hidden) folder: its cover is empty and mode 000
+	// beneath --hide: Landlock's refusal where it has a right for the
+	// call, the read-only mount's otherwise
 	hiddenFS = []string{"EACCES", "ENOENT", "EROFS"}
 	// a protected path: read-only, or a mount point (EBUSY), or on another
 	// mount than the source of a rename (EXDEV)
@@ -141,8 +142,8 @@ func TestMountsMetadata(t *testing.T) {
 		wantCode(t, res, 0)
 		wantTried(t, res, e.metaOps(control, ok))
 
-		// The hidden folder's cover is read-only and mode 000: opening it
-		// (fchmod) is refused too.
+		// Landlock refuses opening the hidden folder (for fchmod) first;
+		// every change beneath it meets a read-only mount.
 		hidden := merge(e.metaOps(hid, hiddenFS), e.metaOps(hid+"/secret", hiddenFS))
 		cases := []struct {
 			name string
@@ -421,6 +422,32 @@ func TestMountsWritableWithMountsBeneath(t *testing.T) {
 		res := e.run(e.args([]string{"--writable", w}, e.helper(append([]string{"meta"}, tryOps(want)...)...)))
 		wantCode(t, res, 0)
 		wantTried(t, res, want)
+		e.assertGone()
+	})
+}
+
+// The settings file corral read for the run is protected beneath a
+// writable path: the runner cannot set the next run's policy.
+func TestMountsSettingsFile(t *testing.T) {
+	namespaceModes(t, func(t *testing.T, m mode) {
+		requireLandlock(t, 1)
+		e := newEnv(t, m)
+		p := e.mkdirs("proj")[0]
+		settings := p + "/corral.json"
+		e.writeFile(settings, fmt.Sprintf("{\"writable\": [%q]}\n", p), 0o644)
+		e.own(p)
+		before := fileState(t, settings)
+		want := map[string][]string{
+			"append:" + settings:         readOnlyFS,
+			"chmod:" + settings + ":666": readOnlyFS,
+			"create:" + p + "/f":         ok,
+		}
+		res := e.run(e.args([]string{"--settings", settings}, e.helper(append([]string{"meta"}, tryOps(want)...)...)))
+		wantCode(t, res, 0)
+		wantTried(t, res, want)
+		if now := fileState(t, settings); now != before {
+			t.Errorf("the settings file changed: %s, was %s", now, before)
+		}
 		e.assertGone()
 	})
 }

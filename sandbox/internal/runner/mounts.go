@@ -17,8 +17,8 @@ package runner
 //     read-only onto themselves, a repository's .git bound onto itself;
 //     then a --writable path beneath a protected one bound writable again
 //     (the explicit re-grant);
-//   - each hidden path covered: an empty read-only directory or file, of
-//     mode 000, from a tmpfs that is never attached to the tree.
+//   - each hidden path bound read-only onto itself, with what lies
+//     beneath it (Landlock refuses every access there).
 //
 // The namespace is the runner's alone: the engine (the init) keeps its
 // own, where the state file, the cgroup and the run's logs stay writable,
@@ -88,7 +88,7 @@ type mounts struct {
 	pinned   []string // bound onto themselves as they are: a .git that must not be renamed
 	protect  []string // bound onto themselves, read-only
 	regrant  []string // writable paths beneath a protected one: bound writable again, last
-	hide     []string // covered
+	hide     []string // bound onto themselves, read-only, last
 }
 
 // layout decides the mounts of p: every path canonical (as Landlock
@@ -295,65 +295,25 @@ func setReadOnly(path string, ro bool) error {
 	return nil
 }
 
-// cover hides each path beneath an empty directory or file of mode 000 on
-// a read-only mount: nothing beneath it can be read, listed or changed,
-// its metadata included, whatever the runner's uid. The tmpfs they come
-// from is never attached to the tree (fsmount), so no path shows it.
+// cover binds each hidden path onto itself, read-only: nothing beneath it
+// can change, its metadata included, and the path itself cannot be
+// renamed or removed (a mount point). Landlock refuses every access
+// beneath it, as before.
+//
+// Not an empty mode-000 tmpfs over it, which would hide even what stat
+// shows: the engine's socket checker resolves a connect's path in the
+// runner's view with corral's own privileges, DAC override included, and
+// would find nothing there (ENOENT) where the runner must get EACCES (a
+// socket beneath --hide). Once the checker resolves with the runner's
+// credentials (issue 33, finding 8) an empty cover gives EACCES there too.
 func cover(hide []string) error {
-	fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
-	if err != nil {
-		return mountError("make the empty tmpfs that covers hidden paths", err)
-	}
-	defer unix.Close(fs)
-	if err := unix.FsconfigSetString(fs, "size", "4k"); err == nil {
-		err = unix.FsconfigSetString(fs, "mode", "0700")
-	}
-	if err == nil {
-		err = unix.FsconfigCreate(fs)
-	}
-	if err != nil {
-		return mountError("make the empty tmpfs that covers hidden paths", err)
-	}
-	root, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
-	if err != nil {
-		return mountError("make the empty tmpfs that covers hidden paths", err)
-	}
-	defer unix.Close(root)
-	if err := unix.Mkdirat(root, "d", 0); err != nil {
-		return mountError("make the empty tmpfs that covers hidden paths", err)
-	}
-	f, err := unix.Openat(root, "f", unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return mountError("make the empty tmpfs that covers hidden paths", err)
-	}
-	unix.Close(f)
 	for _, h := range hide {
-		var st unix.Stat_t
-		if err := unix.Lstat(h, &st); err != nil {
-			return mountError("hide "+h, err)
-		}
-		src := "f"
-		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			src = "d"
-		}
-		if err := coverOne(root, src, h); err != nil {
+		if err := bind(h); err != nil {
 			return mountError("hide "+h+" (--hide)", err)
 		}
-	}
-	return nil
-}
-
-func coverOne(root int, src, target string) error {
-	t, err := unix.OpenTree(root, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-	if err != nil {
-		return fmt.Errorf("open_tree: %w", err)
-	}
-	defer unix.Close(t)
-	if err := unix.MountSetattr(t, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
-		return fmt.Errorf("mount_setattr: %w", err)
-	}
-	if err := unix.MoveMount(t, "", -1, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return fmt.Errorf("move_mount: %w", err)
+		if err := setReadOnly(h, true); err != nil {
+			return mountError("hide "+h+" (--hide)", err)
+		}
 	}
 	return nil
 }
