@@ -14,14 +14,16 @@ import (
 // "Refusals are named").
 const maxWritesNamed = 20
 
-var writesNamed struct {
+// writesNamed are the paths said so far; one per run (the network
+// session's, which every refusal reaches).
+type writesNamed struct {
 	sync.Mutex
 	paths map[string]bool
 	more  bool
 }
 
 func (n *network) refusedWrite(r stage.Refused) {
-	w := &writesNamed
+	w := &n.writes
 	w.Lock()
 	if w.paths == nil {
 		w.paths = map[string]bool{}

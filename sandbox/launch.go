@@ -45,13 +45,24 @@ func Launch(o Options) (int, error) {
 	// Every proxied connection and forward ends, and every listener is
 	// gone, before corral exits.
 	defer n.close()
+	// Namespace modes hold the protected paths that exist as mounts;
+	// what the run creates at an absent one is moved aside at its end.
+	absent := findAbsent(run.Privileges.Protect)
+	pidns := func() (int, error) {
+		status, err := runPidns(p, n)
+		var unavailable *explain.UnavailableError
+		if !errors.As(err, &unavailable) {
+			quarantine(p, absent)
+		}
+		return status, err
+	}
 	switch run.Mode {
 	case ModeSubreaper:
 		return runSubreaper(p, n, "as asked")
 	case ModePidns:
-		return runPidns(p, n)
+		return pidns()
 	}
-	status, err := runPidns(p, n)
+	status, err := pidns()
 	var unavailable *explain.UnavailableError
 	if !errors.As(err, &unavailable) {
 		return status, err

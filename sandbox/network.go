@@ -45,6 +45,8 @@ type network struct {
 	published []*hostPort
 	stopWatch func() // subreaper mode's watch of the host's loopback
 
+	writes writesNamed // the refused writes said (fsrefused.go)
+
 	mu     sync.Mutex
 	named  map[string]bool // the refused socket names said (refused)
 	closed bool            // close or abandon ran: no listener opens any more

@@ -69,8 +69,16 @@ func fsResults(t *testing.T, e *env, more []string, ops ...string) map[string]st
 	return got
 }
 
+// In subreaper mode the checker makes every write-intent call and refuses
+// each one that would reach a protected path (EROFS), whatever the entry
+// point. Namespace modes hold them with read-only mounts instead
+// (mounts_test.go) and move aside, at the run's end, what it created at
+// an absent protected name (TestProtectedPathsAbsentMovedAside).
 func TestProtectedPathsRefused(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
+		if m.pidns() {
+			t.Skip("namespace modes: mounts_test.go and TestProtectedPathsAbsentMovedAside")
+		}
 		e := newEnv(t, m)
 		p := gitProject(t, e)
 		j := func(n string) string { return filepath.Join(p, n) }
@@ -237,9 +245,56 @@ func TestProtectedPathsSettings(t *testing.T) {
 		os.Chown(s, m.uid(), m.uid())
 		got := fsResults(t, e, []string{"--settings", s, "--writable", p}, "openat:"+s, "rename:"+filepath.Join(p, "a.txt")+","+s)
 		for op, r := range got {
-			if r != "EROFS" {
+			// A namespace mode's read-only bind: renaming over a mount
+			// point is EBUSY.
+			if r != "EROFS" && !(m.pidns() && r == "EBUSY" && strings.HasPrefix(op, "rename:")) {
 				t.Errorf("%s: want EROFS (the settings file read), got %s", op, r)
 			}
+		}
+	})
+}
+
+// In namespace modes a protected name that did not exist when the run
+// began cannot be a read-only mount: what the run creates there is moved
+// aside once the tree is gone (NAME.corral-refused, nothing deleted) and
+// named on stderr, so nothing the run planted is at its name when the
+// user next uses the folder; the user's own files are untouched.
+func TestProtectedPathsAbsentMovedAside(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		if !m.pidns() {
+			t.Skip("subreaper mode refuses their creation (TestProtectedPathsRefused)")
+		}
+		e := newEnv(t, m)
+		p := gitProject(t, e)
+		j := func(n string) string { return filepath.Join(p, n) }
+		if err := os.Mkdir(j(".claude"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(j(".claude"), m.uid(), m.uid())
+		script := `set -e; cd "$1"
+echo 'echo PLANTED' > .envrc
+mkdir -p .vscode && echo '{}' > .vscode/tasks.json
+echo '{}' > .claude/settings.json
+echo 'kept' > notes.txt
+echo done`
+		res := e.run(e.args(opts("", "2", "--writable", p), []string{"/bin/sh", "-c", script, "sh", p}))
+		wantCode(t, res, 0)
+		for _, n := range []string{".envrc", ".vscode", ".claude/settings.json"} {
+			if _, err := os.Lstat(j(n)); err == nil {
+				t.Errorf("%s is at its name after the run", n)
+			}
+			if _, err := os.Lstat(j(n + ".corral-refused")); err != nil {
+				t.Errorf("%s was not moved aside to %s.corral-refused: %v", n, n, err)
+			}
+			if !strings.Contains(res.stderr, "refused write to "+j(n)+": a protected path the run created; moved aside") {
+				t.Errorf("stderr does not name %s:\n%s", n, res.stderr)
+			}
+		}
+		if b, _ := os.ReadFile(j("notes.txt")); string(b) != "kept\n" {
+			t.Errorf("a file the run may write was not kept: %q", b)
+		}
+		if b, _ := os.ReadFile(j(".bashrc")); string(b) != "# the user's\n" {
+			t.Errorf(".bashrc changed: %q", b)
 		}
 	})
 }

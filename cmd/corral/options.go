@@ -100,6 +100,7 @@ func parseRunWith(args []string, lookup func(string) (string, bool), notes, warn
 	if err := f.policy.apply(&o, f.set, lookup); err != nil { // policy.go
 		return o, err
 	}
+	// The settings file is protected beneath a writable path (protect.go).
 	if err := f.network.apply(&o, f.set, lookup); err != nil { // network.go
 		return o, err
 	}
@@ -118,7 +119,7 @@ func parseRunWith(args []string, lookup func(string) (string, bool), notes, warn
 	}
 	if f.settingsUsed != "" {
 		if w := writableOver(f.settingsUsed, o.Privileges.Landlock.Writable); w != "" { // settingsinput.go
-			*warnings = append(*warnings, fmt.Sprintf("warning: %s lies beneath the writable path %s: the runner can rewrite it for the next run; keep it outside every --writable path",
+			*warnings = append(*warnings, fmt.Sprintf("warning: %s lies beneath the writable path %s: corral keeps it read-only for this run, but a run that may write there without it (another tool, an older corral) could rewrite it for the next; keep it outside every --writable path",
 				f.settingsFrom, w))
 		}
 	}

@@ -218,6 +218,7 @@ func init() {
 		"landlock-free":      cmdLandlockFree, // launchcost.go
 		// Sandbox policy (policy.go).
 		"try":           cmdTry,
+		"meta":          cmdMeta, // mounts.go
 		"deny-landlock": cmdDenyLandlock,
 		"pidns-reaper":  cmdPidnsReaper,
 		"orphan-exec":   cmdOrphanExec,

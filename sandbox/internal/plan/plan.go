@@ -84,6 +84,12 @@ type Privileges struct {
 	// SIGSTOP aimed at corral's processes in the runner's seccomp filter
 	// (ipc.go); nil: none.
 	Guard *seccomp.EnforcerGuard
+	// Mounts: the exec stage makes the runner a mount namespace of its
+	// own in which the filesystem rules hold as mounts too: read-only
+	// outside the writable paths, hidden paths covered, the existing
+	// protected paths (Protect) beneath a writable one read-only
+	// (namespace modes, mounts.go).
+	Mounts bool
 }
 
 // Checked reports whether the runner's filter hands calls to the

@@ -11,9 +11,9 @@ import (
 // facts the host side gathered before launch (ProtectFacts: which
 // repository each writable path lies in, its core.hooksPath, $HOME), so
 // that --help, `corral probe` and -v can name it, and each mode enforce
-// it: the engine's checker makes every write-intent call beneath a
-// writable path itself (sandbox/internal/sockcheck, fswrite.go), in every
-// mode.
+// it: read-only mounts in namespace modes (package runner, mounts.go),
+// the engine's checker making every write-intent call beneath a writable
+// path itself in subreaper mode (sandbox/internal/sockcheck, fswrite.go).
 
 // TopNames are protected at each writable path's top, and at $HOME's
 // when $HOME is that path or lies beneath it; a name ending in "/" is a
@@ -214,11 +214,14 @@ func escapeGlob(p string) string {
 	return b.String()
 }
 
-// WithProtection asks for the checked write-intent calls under a
-// --writable rule: the protected paths computed from f, and the engine's
-// checker for every call that could write (Privileges.NotifyWrites), in
-// every mode. A run without --writable has nothing to protect (under
-// --read-only nothing is writable at all).
+// WithProtection sets the protected paths under a --writable rule,
+// computed from f. Each mode holds them its own way: namespace modes
+// bind what exists read-only in the runner's mount namespace (no cost per
+// call; withMounts) and move aside what the run created at an absent
+// protected name when it ends; subreaper mode, which has no mount
+// namespace, hands every call that could write to the engine's checker
+// (withCheckedWrites). A run without --writable has nothing to protect
+// (under --read-only nothing is writable at all).
 func (p Plan) WithProtection(f ProtectFacts) Plan {
 	w := f.Writable
 	if len(p.Privileges.Landlock.Writable) == 0 || len(w) == 0 {
@@ -226,7 +229,16 @@ func (p Plan) WithProtection(f ProtectFacts) Plan {
 	}
 	p.Privileges.Protect = Protect(w, f)
 	p.Privileges.Protect.Writable = w
-	p.Privileges.NotifyWrites = true
+	return p
+}
+
+// withCheckedWrites asks, where the protected paths cannot be mounts
+// (subreaper mode), for the checker's write-intent calls: every open for
+// writing, create, rename, link and unlink is made by the engine on what
+// it resolved (Privileges.NotifyWrites). Each costs a round trip to the
+// checker; namespace modes never pay it.
+func (p Plan) withCheckedWrites() Plan {
+	p.Privileges.NotifyWrites = !p.Privileges.Protect.Empty()
 	return p
 }
 

@@ -31,6 +31,14 @@ func ExecMain() {
 		fail(exitstatus.Setup, err)
 	}
 	start := msg.(*stage.ExecStart)
+	// Namespace modes: the filesystem rules as mounts too (mounts.go),
+	// while this thread still holds CAP_SYS_ADMIN and before Landlock,
+	// which forbids mounting.
+	if start.Privileges.Mounts {
+		if err := mountRules(start.Privileges); err != nil {
+			fail(exitstatus.Setup, err)
+		}
+	}
 	// Privileges, the TIOCSTI filter and Landlock (confine.go).
 	r, err := confineRunner(start.Privileges)
 	if err != nil {
