@@ -298,3 +298,40 @@ echo done`
 		}
 	})
 }
+
+// A protected path's metadata cannot change either, in every mode: a
+// chmod +x is how a planted hook would be made to run, a chmod of the
+// user's .bashrc how it would be made someone else's to write. The same
+// chmod of a file the run may write works.
+func TestProtectedPathsMetadata(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		e := newEnv(t, m)
+		p := gitProject(t, e)
+		hook := filepath.Join(p, ".git", "hooks", "pre-commit.sample-corral")
+		if err := os.WriteFile(hook, []byte("#!/bin/sh\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Lchown(hook, m.uid(), m.uid())
+		ops := []string{"chmod:" + hook + ":755", "chmod:" + filepath.Join(p, ".bashrc") + ":666", "setxattr:" + filepath.Join(p, ".git", "config"),
+			"chmod:" + filepath.Join(p, "a.txt") + ":755"}
+		res := e.run(e.args(opts("", "2", "--writable", p), e.helper(append([]string{"meta"}, ops...)...)))
+		wantCode(t, res, 0)
+		got := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
+			if op, r, ok := strings.Cut(line, "="); ok {
+				got[op] = r
+			}
+		}
+		for _, op := range ops[:3] {
+			if got[op] != "EROFS" {
+				t.Errorf("%s: want EROFS (a protected path), got %q (%v)", op, got[op], res)
+			}
+		}
+		if got[ops[3]] != "ok" {
+			t.Errorf("%s: want ok (beneath --writable), got %q", ops[3], got[ops[3]])
+		}
+		if fi, _ := os.Stat(hook); fi == nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("the hook's mode changed: %v", fi)
+		}
+	})
+}

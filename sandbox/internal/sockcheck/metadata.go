@@ -249,6 +249,11 @@ func (c *Checker) mayChange(cl *call, m *metaCall, obj int, st *unix.Stat_t) uni
 		return refuse(unix.EACCES, "beneath a --hide path")
 	}
 	if c.pol.writableAt(where) {
+		// Beneath a writable path, a protected one keeps its metadata
+		// too: a chmod +x is how a planted hook would be made to run.
+		if e, ok := c.pol.Writes.Protects(where); ok {
+			return refuse(unix.EROFS, "a protected path ("+e+")")
+		}
 		return 0
 	}
 	return refuse(unix.EROFS, "outside the --writable paths: metadata (mode, owner, xattrs, times) cannot change there")
