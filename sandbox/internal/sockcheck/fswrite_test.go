@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,9 +38,16 @@ func fsPolicy(t testing.TB) (Policy, string) {
 
 func TestCheckedWrites(t *testing.T) {
 	pol, dir := fsPolicy(t)
+	var mu sync.Mutex // Report is called from every worker
 	var refused []string
-	pol.Report = func(r Refusal) { refused = append(refused, r.Call+" "+r.Path) }
+	pol.Report = func(r Refusal) {
+		mu.Lock()
+		defer mu.Unlock()
+		refused = append(refused, r.Call+" "+r.Path)
+	}
 	run(t, "fswrite", pol, childWrites+"=1", "CORRAL_SOCKCHECK_DIR="+dir)
+	mu.Lock()
+	defer mu.Unlock()
 	if len(refused) == 0 {
 		t.Fatal("no refusal reported")
 	}
