@@ -48,6 +48,9 @@ demo: build
 # workload. Run as root: some rows run as uid 65534. bench-smoke runs every
 # workload once at a tiny size and fails if anything is broken.
 BENCH_FLAGS ?=
+# BENCH_BASE: another corral binary (the build before a change) that the
+# file-heavy workload runs beside this one; empty: this build alone.
+BENCH_BASE ?=
 define BENCH_BUILD
 	$(GO) build -trimpath -o bin/bench ./test/bench
 	$(GO) build -trimpath -o bin/bench-runner ./test/bench/runner
@@ -58,13 +61,16 @@ bench: build
 	bin/bench -corral $(BIN) -runner bin/bench-runner $(BENCH_FLAGS)
 	@echo '## The egress proxy: bulk throughput and connection setup, against a direct loopback connection'
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./sandbox/internal/egress/ > bin/bench-egress.txt; st=$$?; cat bin/bench-egress.txt; exit $$st
-	@echo '## The socket checker: one checked connect (seccomp user notification) against an unchecked one, blocking and non-blocking'
-	$(GO) test -run '^$$' -bench CheckedConnect -benchtime 2s ./sandbox/internal/sockcheck/ > bin/bench-sockcheck.txt; st=$$?; cat bin/bench-sockcheck.txt; exit $$st
-	@awk -f test/bench/goals.awk bin/bench-egress.txt bin/bench-sockcheck.txt
+	@echo '## The socket checker: one checked connect (seccomp user notification) against an unchecked one, blocking and non-blocking; one checked chmod and one checked open for writing (subreaper mode'"'"'s filesystem rules)'
+	$(GO) test -run '^$$' -bench Checked -benchtime 2s ./sandbox/internal/sockcheck/ > bin/bench-sockcheck.txt; st=$$?; cat bin/bench-sockcheck.txt; exit $$st
+	@echo '## The filesystem rules on a file-heavy run: tar -x of 20,000 files, plain and under --writable, in each mode (BENCH_BASE=PATH: beside that corral build, interleaved)'
+	CORRAL_BENCH_BASE=$(BENCH_BASE) $(GO) test -run '^$$' -bench BenchmarkMountsTar -benchtime 5x -timeout 60m ./test/ > bin/bench-fs.txt; st=$$?; cat bin/bench-fs.txt; exit $$st
+	@awk -f test/bench/goals.awk bin/bench-egress.txt bin/bench-sockcheck.txt bin/bench-fs.txt
 
 bench-smoke: build
 	$(BENCH_BUILD)
 	bin/bench -smoke -corral $(BIN) -runner bin/bench-runner $(BENCH_FLAGS)
+	CORRAL_BENCH_FILES=200 $(GO) test -run '^$$' -bench BenchmarkMountsTar -benchtime 1x ./test/
 
 # The binary and its man page (docs/corral.1, written by hand;
 # test/manpage_test.go keeps it in step with --help).

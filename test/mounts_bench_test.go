@@ -21,13 +21,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// benchTreeFiles is the size of the extracted tree.
-const benchTreeFiles = 20000
+// benchTreeFiles is the size of the extracted tree: 20,000 files, or
+// CORRAL_BENCH_FILES (make bench-smoke runs the workload once, small, so
+// that it never rots).
+func benchTreeFiles() int {
+	if n, err := strconv.Atoi(os.Getenv("CORRAL_BENCH_FILES")); err == nil && n >= 200 {
+		return n
+	}
+	return 20000
+}
 
 func BenchmarkMountsTar(b *testing.B) {
 	archive := benchArchive(b)
@@ -102,7 +110,7 @@ func tarRun(b *testing.B, m mode, corral, archive string, writable bool) time.Du
 	return d
 }
 
-// benchArchive makes, once per run, a tar of benchTreeFiles small files in
+// benchArchive makes, once per run, a tar of benchTreeFiles() small files in
 // 200 folders.
 func benchArchive(b *testing.B) string {
 	b.Helper()
@@ -115,7 +123,7 @@ func benchArchive(b *testing.B) string {
 		b.Fatal(err)
 	}
 	defer os.RemoveAll(src)
-	for i := 0; i < benchTreeFiles; i++ {
+	for i, n := 0, benchTreeFiles(); i < n; i++ {
 		dir := filepath.Join(src, "tree", fmt.Sprintf("d%03d", i%200))
 		if i < 200 {
 			if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -1,5 +1,6 @@
 # goals.awk reads the `go test -bench` output of the egress proxy's and
-# the socket checker's benchmarks (make bench) and prints issue 27's goals
+# the socket checker's benchmarks, and of the filesystem rules' tar -x
+# (make bench), and prints issue 27's and issue 33's goals
 # for them beside this run's figures, as ratios to the direct connection
 # measured in the same run: bulk throughput (a bare io.Copy relay is the
 # floor any relay meets on loopback), the time added to a connection's
@@ -29,11 +30,30 @@ function metric(unit,    i) {
 	sub(/-[0-9]+$/, "", name)
 	added[name] = metric("ns/added")
 }
+# Issue 33: one checked metadata call and one checked write-intent open
+# (subreaper mode's filesystem rules).
+/^BenchmarkChecked(Chmod|Open)/ {
+	name = $1
+	sub(/-[0-9]+$/, "", name)
+	fsadded[name] = metric("ns/added")
+}
+# Issue 33: tar -x into a folder, plain and under --writable, per mode and
+# build (test/mounts_bench_test.go).
+/^BenchmarkMountsTar\// {
+	mode = leaf($1)
+	for (i = 2; i < NF; i++)
+		if ($(i + 1) ~ /-median-ms$/) {
+			m = $(i + 1)
+			sub(/-median-ms$/, "", m)
+			tar[mode, m] = $i
+			modes[mode] = 1
+		}
+}
 
 function verdict(ok) { return ok ? "met" : "**missed**" }
 
 END {
-	print "### Targets (issue 27: the proxy and the socket checker)"
+	print "### Targets (issue 27: the proxy and the socket checker; issue 33: the filesystem rules)"
 	print ""
 	print "| target | measured | |"
 	print "|---|---|---|"
@@ -64,4 +84,24 @@ END {
 		}
 	for (name in added)
 		printf "| %s: < 50 µs added per checked connect | %+.1f µs | %s |\n", name, added[name] / 1e3, verdict(added[name] < 50000)
+	for (name in fsadded)
+		printf "| %s (issue 33): well under 50 µs added per checked call | %+.1f µs | %s |\n", name, fsadded[name] / 1e3, verdict(fsadded[name] < 50000)
+	for (mode in modes) {
+		w = tar[mode, "this-writable"]
+		p = tar[mode, "this-plain"]
+		if (w == "" || p == "")
+			continue
+		line = sprintf("--writable %d ms, plain %d ms: %.2f× plain", w, p, w / p)
+		if (mode ~ /^subreaper/) {
+			printf "| tar -x of 20,000 files, %s (issue 33: its cost, every write checked) | %s | reported |\n", mode, line
+			continue
+		}
+		bw = tar[mode, "base-writable"]
+		if (bw == "") {
+			printf "| tar -x of 20,000 files, %s, --writable ≤ 1.05× the build before (BENCH_BASE) | %s | no base measured |\n", mode, line
+			continue
+		}
+		line = line sprintf("; the build before, --writable: %d ms: %.2f×", bw, w / bw)
+		printf "| tar -x of 20,000 files, %s, --writable ≤ 1.05× the build before | %s | %s |\n", mode, line, verdict(w / bw <= 1.05)
+	}
 }
