@@ -20,6 +20,7 @@ import (
 //	fchmod-ro:PATH:MODE   fchmod(2) on a descriptor opened O_RDONLY
 //	chown:PATH:UID:GID    chown(2) (-1 keeps one)
 //	setxattr:PATH         setxattr(2) of user.corral
+//	setcap:PATH           setxattr(2) of security.capability
 //	utimes:PATH           utimensat(2) to 2000-01-01
 //	link:FROM:TO          link(2)
 //	symlink:TARGET:LINK   symlink(2)
@@ -84,6 +85,11 @@ func tryMeta(op string) error {
 		return unix.Chown(parts[0], uid, gid)
 	case "setxattr":
 		return unix.Setxattr(arg, "user.corral", []byte("x"), 0)
+	case "setcap":
+		// A file capability (security.capability, VFS_CAP_REVISION_2
+		// with CAP_SETUID permitted and effective): a privileged xattr.
+		v := []byte{0x01, 0x00, 0x00, 0x02, 0x80, 0, 0, 0, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+		return unix.Setxattr(arg, "security.capability", v, 0)
 	case "utimes":
 		t := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 		ts := []unix.Timespec{unix.NsecToTimespec(t.UnixNano()), unix.NsecToTimespec(t.UnixNano())}
