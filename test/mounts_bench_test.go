@@ -112,7 +112,7 @@ func tarRun(b *testing.B, m mode, corral, archive string, writable bool) time.Du
 
 // benchArchive makes, once per run, a tar of benchTreeFiles() small files in
 // 200 folders.
-func benchArchive(b *testing.B) string {
+func benchArchive(b testing.TB) string {
 	b.Helper()
 	archive := filepath.Join(baseDir, "bench-tree.tar")
 	if _, err := os.Stat(archive); err == nil {

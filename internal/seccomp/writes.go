@@ -198,11 +198,29 @@ const ioctlNotifAddfd = 0x40182103
 // returns to the caller as its own. ErrGone when the caller no longer
 // waits; any other error (EMFILE: the caller's table is full) is the
 // call's to return.
+//
+// The calling goroutine must be locked to its thread (the checker's
+// workers are): the ioctl runs with every signal blocked on it. With
+// SECCOMP_ADDFD_FLAG_SEND the kernel marks the notification replied
+// before it waits for the target to take the descriptor; a signal to
+// this thread meanwhile (the Go runtime's SIGURG preemption, every 10 ms
+// or so) ends that wait, the request is withdrawn, and the target's call
+// returns 0 with no descriptor installed: an open that "succeeds" as fd 0.
+// tar -x under --writable met it after a few thousand files. Blocked, a
+// signal waits on the thread until the mask is put back.
 func AnswerWithFD(listener int, id uint64, fd int, cloexec bool) (int, error) {
 	r := notifAddfd{ID: id, Flags: unix.SECCOMP_ADDFD_FLAG_SEND, Srcfd: uint32(fd)}
 	if cloexec {
 		r.NewfdFlags = unix.O_CLOEXEC
 	}
+	var all, old unix.Sigset_t
+	for i := range all.Val {
+		all.Val[i] = ^all.Val[i]
+	}
+	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &all, &old); err != nil {
+		return -1, fmt.Errorf("block signals for the seccomp notification add fd: %w", err)
+	}
+	defer unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
 	for {
 		n, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), ioctlNotifAddfd, uintptr(unsafe.Pointer(&r)))
 		switch e {
