@@ -51,6 +51,9 @@ type mode struct {
 	flag       string // value of corral's --mode
 	rootless   bool   // run corral as nobodyUID/nobodyGID instead of root
 	needsPIDNS bool   // the kernel must allow the pid (and, rootless, user) namespaces
+	// env is added to corral's environment in every run of the mode: a
+	// variant of it (a test-only knob, such as the mounts' fallback).
+	env []string
 }
 
 // modes is the one list of modes the tests run in.
@@ -80,18 +83,18 @@ func (m mode) uid() int {
 
 var (
 	probeMu    sync.Mutex
-	probeCache = map[mode]string{}
+	probeCache = map[string]string{} // by mode name
 )
 
 // unavailable returns why this machine cannot run the mode, or "".
 func (m mode) unavailable() string {
 	probeMu.Lock()
 	defer probeMu.Unlock()
-	if reason, ok := probeCache[m]; ok {
+	if reason, ok := probeCache[m.name]; ok {
 		return reason
 	}
 	reason := m.probe()
-	probeCache[m] = reason
+	probeCache[m.name] = reason
 	return reason
 }
 
@@ -280,7 +283,7 @@ func baseEnviron() []string {
 // test), with extra environment variables appended.
 func (e *env) command(args []string, extraEnv ...string) *exec.Cmd {
 	cmd := exec.Command(corralBin, args...)
-	cmd.Env = append(baseEnviron(), extraEnv...)
+	cmd.Env = append(append(baseEnviron(), e.m.env...), extraEnv...)
 	cmd.Dir = e.dir
 	// A process corral failed to end may hold stdout or stderr open: do not
 	// wait for it past corral's own exit.

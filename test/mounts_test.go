@@ -21,12 +21,21 @@ import (
 )
 
 // namespaceModes runs fn in the modes with a mount namespace.
+//
+// Each runs twice: with mount_setattr(2), and with the fallback a kernel
+// before 5.12 gets (a read-only bind remount of each mount), which the
+// test-only CORRAL_TEST_NO_MOUNT_SETATTR selects on this one.
 func namespaceModes(t *testing.T, fn func(t *testing.T, m mode)) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		if !m.pidns() {
 			t.Skip("subreaper mode has no mount namespace: its metadata checks are the seccomp checker's")
 		}
 		fn(t, m)
+		t.Run("no-mount_setattr", func(t *testing.T) {
+			m := m
+			m.env = append(slices.Clone(m.env), "CORRAL_TEST_NO_MOUNT_SETATTR=1")
+			fn(t, m)
+		})
 	})
 }
 

@@ -220,9 +220,9 @@ func bindWritable(path string, orig []proc.MountEntry) error {
 		if was == nil || hasOpt(was.Options, "ro") {
 			continue
 		}
-		err := unix.MountSetattr(-1, e.MountPoint, 0, &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY})
+		err := mountReadOnly(e.MountPoint, false, false)
 		if err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EACCES) {
-			return fmt.Errorf("mount_setattr %s: %w", e.MountPoint, err)
+			return fmt.Errorf("%s: %w", e.MountPoint, err)
 		}
 	}
 	return nil
@@ -279,14 +279,102 @@ func hasOpt(opts []string, name string) bool { return slices.Contains(opts, name
 // setReadOnly sets or clears the read-only flag of the mount at path and
 // of every mount beneath it.
 func setReadOnly(path string, ro bool) error {
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-	if !ro {
-		attr = unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
+	return mountReadOnly(path, ro, true)
+}
+
+// noMountSetattrEnv makes the exec stage take the fallback below, as on a
+// kernel before 5.12, so that it is tested on this one. It only changes
+// how the same mounts are made read-only, never whether: a runner that
+// sets it for a nested corral gains nothing.
+const noMountSetattrEnv = "CORRAL_TEST_NO_MOUNT_SETATTR"
+
+// mountReadOnly sets (ro) or clears the read-only flag of the mount at
+// path, and with recursive of every mount beneath it: mount_setattr(2)
+// (Linux 5.12), or where the kernel has none, a read-only bind remount of
+// each mount the table lists there, keeping its other per-mount flags
+// (in a user namespace nosuid, nodev, noexec and the atime flags of a
+// mount inherited from the caller are locked, and a remount that drops
+// them is refused). Either way all of it or an error: a policy run never
+// starts with part of the tree writable.
+func mountReadOnly(path string, ro, recursive bool) error {
+	if os.Getenv(noMountSetattrEnv) == "" {
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		if !ro {
+			attr = unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
+		}
+		var flags uint
+		if recursive {
+			flags = unix.AT_RECURSIVE
+		}
+		err := unix.MountSetattr(-1, path, flags, &attr)
+		if !errors.Is(err, unix.ENOSYS) {
+			if err != nil {
+				return fmt.Errorf("mount_setattr: %w", err)
+			}
+			return nil
+		}
 	}
-	if err := unix.MountSetattr(-1, path, unix.AT_RECURSIVE, &attr); err != nil {
-		return fmt.Errorf("mount_setattr: %w", err)
+	table, err := readMounts()
+	if err != nil {
+		return err
+	}
+	// Shallow first: a remount applies to the topmost mount at a path,
+	// and every mount there is made the same.
+	var todo []proc.MountEntry
+	for _, e := range table {
+		if e.MountPoint == path || (recursive && beneath(e.MountPoint, path)) {
+			todo = append(todo, e)
+		}
+	}
+	slices.SortStableFunc(todo, func(a, b proc.MountEntry) int { return strings.Count(a.MountPoint, "/") - strings.Count(b.MountPoint, "/") })
+	for _, e := range todo {
+		flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | perMountFlags(e.Options))
+		if ro {
+			flags |= unix.MS_RDONLY
+		} else {
+			flags &^= unix.MS_RDONLY
+		}
+		if err := unix.Mount("", e.MountPoint, "", flags, ""); err != nil {
+			if !recursive {
+				return fmt.Errorf("remount %s: %w", e.MountPoint, err)
+			}
+			// A mount point out of this namespace's reach (beneath an
+			// over-mount, or a folder the stage may not enter) is no
+			// path the runner reaches either; anything else fails.
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EACCES) {
+				continue
+			}
+			return fmt.Errorf("remount %s read-only: %w", e.MountPoint, err)
+		}
 	}
 	return nil
+}
+
+// perMountFlags are the MS_* flags of a mountinfo entry's per-mount
+// options.
+func perMountFlags(opts []string) int {
+	flags := 0
+	for _, o := range opts {
+		switch o {
+		case "ro":
+			flags |= unix.MS_RDONLY
+		case "nosuid":
+			flags |= unix.MS_NOSUID
+		case "nodev":
+			flags |= unix.MS_NODEV
+		case "noexec":
+			flags |= unix.MS_NOEXEC
+		case "noatime":
+			flags |= unix.MS_NOATIME
+		case "nodiratime":
+			flags |= unix.MS_NODIRATIME
+		case "relatime":
+			flags |= unix.MS_RELATIME
+		case "strictatime":
+			flags |= unix.MS_STRICTATIME
+		}
+	}
+	return flags
 }
 
 // cover binds each hidden path onto itself, read-only: nothing beneath it
