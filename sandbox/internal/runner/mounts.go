@@ -326,7 +326,9 @@ func mountReadOnly(path string, ro, recursive bool) error {
 			todo = append(todo, e)
 		}
 	}
-	slices.SortStableFunc(todo, func(a, b proc.MountEntry) int { return strings.Count(a.MountPoint, "/") - strings.Count(b.MountPoint, "/") })
+	slices.SortStableFunc(todo, func(a, b proc.MountEntry) int {
+		return strings.Count(a.MountPoint, "/") - strings.Count(b.MountPoint, "/")
+	})
 	for _, e := range todo {
 		flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | perMountFlags(e.Options))
 		if ro {
