@@ -79,9 +79,12 @@ in this order, and the proxy variables of --allow-net come last):
 Sandbox policy (for RUNNER and everything it starts; a kernel that cannot
 enforce what is asked is an error, {setup}, never a run without it):
   --writable PATH      RUNNER may create, change and delete only beneath PATH;
-                         elsewhere the filesystem is read-only for it
-                         (Landlock); repeatable. Protected even beneath PATH
-                         (read-only, cannot be created, renamed or removed):
+                         elsewhere the filesystem is read-only for it,
+                         metadata (chmod, chown, xattrs, times) included;
+                         repeatable. Protected even beneath PATH (read-only,
+                         not renamed or removed; one the run creates where
+                         none was is refused in subreaper mode, moved aside
+                         to NAME.corral-refused at the end in pidns mode):
                          at PATH's top (and $HOME's, when beneath PATH)
                          .gitmodules .bashrc .bash_profile .bash_login .profile
                          .zshrc .zshenv .zprofile .envrc .vscode/ .idea/
@@ -99,10 +102,14 @@ enforce what is asked is an error, {setup}, never a run without it):
                          --writable; its ancestors cannot be listed; repeatable
   --isolate-ipc        RUNNER's tree cannot signal any process outside it
                          (corral included) nor connect to an abstract Unix
-                         socket outside it (Landlock ABI 6, Linux 6.12)
+                         socket outside it (Landlock ABI 6, Linux 6.12).
+                         Implied by every filesystem or network policy
+                         option, held another way on older kernels
   A runner of uid 0 owns root's files: give a network or IPC policy with
   --writable or --read-only, or it can change what root runs later (corral
-  says so).
+  says so). Under a filesystem rule a sandbox that mounts (bubblewrap, and
+  codex's and sandbox-runtime's Linux sandboxes) cannot start: Landlock
+  forbids mounts; under a network policy alone it can.
   --timeout SECONDS    after SECONDS cancel the run as by SIGTERM, then exit {timeout};
                          above 0 and at most 31536000 (a year), fractions
                          allowed  [CORRAL_TIMEOUT_SECONDS]
