@@ -84,16 +84,22 @@ END {
 		}
 	for (name in added)
 		printf "| %s: < 50 µs added per checked connect | %+.1f µs | %s |\n", name, added[name] / 1e3, verdict(added[name] < 50000)
-	for (name in fsadded)
-		printf "| %s (issue 33): well under 50 µs added per checked call | %+.1f µs | %s |\n", name, fsadded[name] / 1e3, verdict(fsadded[name] < 50000)
+	for (name in fsadded) {
+		if (name ~ /Chmod/)
+			printf "| %s (issue 33): one checked metadata call, well under 50 µs added | %+.1f µs | %s |\n", name, fsadded[name] / 1e3, verdict(fsadded[name] < 50000)
+		else
+			printf "| %s (issue 33): one checked open for writing, its cost | %+.1f µs | reported |\n", name, fsadded[name] / 1e3
+	}
 	for (mode in modes) {
 		w = tar[mode, "this-writable"]
-		p = tar[mode, "this-plain"]
-		if (w == "" || p == "")
+		pl = tar[mode, "this-plain"]
+		if (w == "" || pl == "")
 			continue
-		line = sprintf("--writable %d ms, plain %d ms: %.2f× plain", w, p, w / p)
+		line = sprintf("--writable %d ms, plain %d ms: %.2f× plain", w, pl, w / pl)
 		if (mode ~ /^subreaper/) {
-			printf "| tar -x of 20,000 files, %s (issue 33: its cost, every write checked) | %s | reported |\n", mode, line
+			if (tar[mode, "base-writable"] != "")
+				line = line sprintf("; the build before, --writable: %d ms: %.2f×", tar[mode, "base-writable"], w / tar[mode, "base-writable"])
+			printf "| tar -x of 20,000 files, %s (issue 33: its cost, every write-intent and metadata call checked) | %s | reported |\n", mode, line
 			continue
 		}
 		bw = tar[mode, "base-writable"]
