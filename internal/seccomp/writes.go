@@ -234,3 +234,30 @@ func AnswerWithFD(listener int, id uint64, fd int, cloexec bool) (int, error) {
 		return -1, fmt.Errorf("seccomp notification add fd: %w", e)
 	}
 }
+
+// AddfdSendMissing names what this kernel lacks for the checked writes
+// (AnswerWithFD: SECCOMP_ADDFD_FLAG_SEND, Linux 5.14), or "". The flag
+// cannot be tried without a pending notification, so the kernel's
+// release decides: before 5.14 the ioctl refuses it with EINVAL, and a
+// checked open could never be answered.
+func AddfdSendMissing() string {
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		return ""
+	}
+	if !releaseAtLeast(unix.ByteSliceToString(uts.Release[:]), 5, 14) {
+		return "SECCOMP_ADDFD_FLAG_SEND (Linux 5.14)"
+	}
+	return ""
+}
+
+// releaseAtLeast reports whether a kernel release string ("6.18.44-fc",
+// "5.10.0-28-amd64") is at least major.minor; one it cannot read counts
+// as new enough (the ioctl then says for itself).
+func releaseAtLeast(release string, major, minor int) bool {
+	var ma, mi int
+	if n, _ := fmt.Sscanf(release, "%d.%d", &ma, &mi); n != 2 {
+		return true
+	}
+	return ma > major || (ma == major && mi >= minor)
+}

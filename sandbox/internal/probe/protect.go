@@ -14,9 +14,16 @@ import (
 // SECCOMP_IOCTL_NOTIF_ADDFD, Linux 5.14).
 func probeProtect() Check {
 	c := Check{Name: "protected paths", Available: true, Detail: strings.Join(plan.DescribeProtection(), "; ")}
-	if m := seccomp.ProbeNotify().NotifyMissing(); m != "" {
+	m := seccomp.ProbeNotify().NotifyMissing()
+	if a := seccomp.AddfdSendMissing(); a != "" {
+		if m != "" {
+			m += ", "
+		}
+		m += a
+	}
+	if m != "" {
 		c.Available = false
-		c.Detail = "needs " + m + " (and SECCOMP_IOCTL_NOTIF_ADDFD, Linux 5.14): a --writable run exits 125 here; " + c.Detail
+		c.Detail = "in subreaper mode needs " + m + ": a --writable run in subreaper mode exits 125 here (pidns mode holds them with mounts); " + c.Detail
 	}
 	return c
 }

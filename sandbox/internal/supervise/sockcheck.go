@@ -24,6 +24,10 @@ func openChecker(run *plan.Plan, refused func(stage.Refused)) (*sockcheck.Checke
 		return nil, &setuperr.SetupError{Step: "check the runner's socket calls", Err: setuperr.Plain("not available here: " + missing),
 			Hint: "the network policy, --allow-unix, --hide, and in subreaper mode --writable and --read-only need them (a container's seccomp profile may refuse them); corral does not run the command with more than asked"}
 	}
+	if missing := seccomp.AddfdSendMissing(); missing != "" && run.Privileges.NotifyWrites {
+		return nil, &setuperr.SetupError{Step: "hold the protected paths beneath --writable (the runner's writes made by corral)", Err: setuperr.Plain("not available here: " + missing),
+			Hint: "in pidns mode (--mode pidns, where user namespaces are allowed) the protected paths are read-only mounts and need nothing of seccomp; or run on Linux 5.14 or later"}
+	}
 	c, err := sockcheck.New(checkPolicy(run, refused))
 	if err != nil {
 		return nil, &setuperr.SetupError{Step: "check the runner's socket calls", Err: err}
