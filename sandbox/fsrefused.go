@@ -22,8 +22,8 @@ type writesNamed struct {
 	more  bool
 }
 
-func (n *network) refusedWrite(r stage.Refused) {
-	w := &n.writes
+// say names r on p's stderr, the first time its path is refused.
+func (w *writesNamed) say(p *stage.Proc, r stage.Refused) {
 	w.Lock()
 	if w.paths == nil {
 		w.paths = map[string]bool{}
@@ -38,10 +38,10 @@ func (n *network) refusedWrite(r stage.Refused) {
 	}
 	w.Unlock()
 	if say {
-		n.p.Warnf("sandbox: refused write to %s: %s", escapePath(r.Path), r.Reason)
+		p.Warnf("sandbox: refused write to %s: %s", escapePath(r.Path), r.Reason)
 	}
 	if more {
-		n.p.Warnf("sandbox: more writes refused than are named here (%d paths named)", maxWritesNamed)
+		p.Warnf("sandbox: more writes refused than are named here (%d paths named)", maxWritesNamed)
 	}
 }
 

@@ -200,7 +200,7 @@ func (n *network) attach(link *stage.Link, run *plan.Plan) bool {
 // loopback port) once per name on stderr.
 func (n *network) refused(r stage.Refused) {
 	if r.Kind == "fs" {
-		n.refusedWrite(r) // fsrefused.go
+		n.writes.say(n.p, r) // fsrefused.go
 		return
 	}
 	// A TCP call refused is a connect past the proxy, loopback too: named
