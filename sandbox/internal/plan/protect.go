@@ -214,34 +214,6 @@ func escapeGlob(p string) string {
 	return b.String()
 }
 
-// WithProtection sets the protected paths under a --writable rule,
-// computed from f. Each mode holds them its own way: namespace modes
-// bind what exists read-only in the runner's mount namespace (no cost per
-// call; withMounts) and move aside what the run created at an absent
-// protected name when it ends; subreaper mode, which has no mount
-// namespace, hands every call that could write to the engine's checker
-// (withCheckedWrites). A run without --writable has nothing to protect
-// (under --read-only nothing is writable at all).
-func (p Plan) WithProtection(f ProtectFacts) Plan {
-	w := f.Writable
-	if len(p.Privileges.Landlock.Writable) == 0 || len(w) == 0 {
-		return p
-	}
-	p.Privileges.Protect = Protect(w, f)
-	p.Privileges.Protect.Writable = w
-	return p
-}
-
-// withCheckedWrites asks, where the protected paths cannot be mounts
-// (subreaper mode), for the checker's write-intent calls: every open for
-// writing, create, rename, link and unlink is made by the engine on what
-// it resolved (Privileges.NotifyWrites). Each costs a round trip to the
-// checker; namespace modes never pay it.
-func (p Plan) withCheckedWrites() Plan {
-	p.Privileges.NotifyWrites = !p.Privileges.Protect.Empty()
-	return p
-}
-
 // DescribeProtection is --help's and `corral probe`'s account of the
 // protected paths, one line each.
 func DescribeProtection() []string {

@@ -95,7 +95,7 @@ func installFilter(p plan.Privileges) (int, error) {
 		step := "deny TIOCSTI and TIOCLINUX to the runner (seccomp filter)"
 		hint := "an outer seccomp profile or security module refuses filters here; run `corral probe`"
 		if p.Guard != nil || p.DenyIOURing {
-			step = "the runner's sandbox policy filter (seccomp: io_uring refused, corral's processes held from SIGKILL and SIGSTOP)"
+			step = "the runner's sandbox policy filter (seccomp: no io_uring, corral's processes held from SIGKILL and SIGSTOP)"
 		}
 		if p.Sockets != nil || p.Checked() {
 			step = "the runner's socket policy (seccomp filter with user notification)"

@@ -411,18 +411,6 @@ func mountError(step string, err error) *setuperr.SetupError {
 	return s
 }
 
-// canonical is path as Landlock resolves it: absolute, symlinks followed.
-// A path that cannot be resolved is Landlock's to refuse (it does, before
-// the runner starts).
-func canonical(path string) (string, bool) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", false
-	}
-	c, err := filepath.EvalSymlinks(abs)
-	return c, err == nil
-}
-
 // beneath reports whether path is dir or lies inside it.
 func beneath(path, dir string) bool {
 	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
@@ -435,13 +423,6 @@ func underAny(path string, dirs []string) bool {
 		}
 	}
 	return false
-}
-
-func appendNew(s []string, v string) []string {
-	if slices.Contains(s, v) {
-		return s
-	}
-	return append(s, v)
 }
 
 // outermost drops every path that lies beneath another of paths.
