@@ -499,6 +499,11 @@ func (c *Checker) mayConnect(dest netip.AddrPort) (bool, string) {
 	if bound {
 		return true, ""
 	}
+	// An address an --allow-net entry admits by itself (egress decides):
+	// connected here, on the runner's socket, with no relay.
+	if c.pol.Direct != nil && c.pol.Direct(dest) {
+		return true, ""
+	}
 	if dest.Addr().IsLoopback() {
 		return false, "a loopback port neither a --host-port nor bound by the command's tree"
 	}

@@ -22,6 +22,13 @@ type Policy struct {
 	TCP bool
 	// ProxyAddr is the egress proxy's listening address (zero: none).
 	ProxyAddr netip.AddrPort
+	// Direct, when set (subreaper mode under --allow-net), is asked of a
+	// TCP connect (or a send with an address) that neither the proxy nor
+	// a --host-port nor the tree's own bind admits: true has the checker
+	// make it on the runner's own socket, as any allowed call. It is
+	// called with the address the checker parsed, once, from a worker
+	// whose caller waits.
+	Direct func(netip.AddrPort) bool
 	// HostPorts may be connected to at 127.0.0.1:PORT (--host-port).
 	HostPorts []uint16
 	// Publish is carried for the caller's convenience and changes

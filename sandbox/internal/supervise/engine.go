@@ -8,6 +8,7 @@ package supervise
 
 import (
 	"errors"
+	"net/netip"
 	"sync"
 
 	"github.com/corral-sh/corral/internal/cgroup"
@@ -29,6 +30,9 @@ type Engine struct {
 	prepare stage.PrepareRunner
 	starter stage.Starter // made by Prepare
 	refused func(stage.Refused)
+	// direct decides a TCP connect past the proxy in subreaper mode
+	// (SetDirect); nil: every one is refused.
+	direct func(netip.AddrPort) bool
 
 	// checker checks the runner's socket calls (sockcheck.go), made by
 	// Prepare when the plan asks for it; checkErr is why it could not be.
@@ -54,6 +58,12 @@ func New(p *stage.Proc, plan *plan.Plan, cgroupOwner int, prepare stage.PrepareR
 	return &Engine{p: p, plan: plan, owner: cgroupOwner, prepare: prepare, refused: refused}
 }
 
+// SetDirect gives the checker, made by Prepare, the decision of a TCP
+// connect past the proxy (subreaper mode, where the checker runs in the
+// process that holds the egress policy): one it allows is made on the
+// runner's own socket. Call it before Prepare.
+func (e *Engine) SetDirect(direct func(netip.AddrPort) bool) { e.direct = direct }
+
 // Prepare makes the runner's Starter and then the run's cgroup: the
 // starter thread drops the runner's privileges while this goroutine makes
 // the cgroup, and the rest of the setup goes on after.
@@ -62,7 +72,7 @@ func (e *Engine) Prepare(terminal bool) {
 		e.starter = e.prepare(e.p, e.plan, terminal)
 	}
 	if e.plan.Privileges.Checked() && e.checker == nil && e.checkErr == nil {
-		e.checker, e.checkErr = openChecker(e.plan, e.refused) // sockcheck.go
+		e.checker, e.checkErr = openChecker(e.plan, e.refused, e.direct) // sockcheck.go
 	}
 	e.decideCgroup()
 }

@@ -1,0 +1,125 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Clients that ignore the proxy variables (SPEC.md Network policy; DESIGN.md
+// "Transparent egress"), subreaper mode: the runner shares the host's
+// network, and the socket checker, which runs in corral's own process, makes
+// a connect an --allow-net entry admits on the runner's own socket. The
+// namespace modes reach the host only through the proxy (their network
+// namespace has loopback alone): not these tests' subject.
+
+// subreaperOnly skips the namespace modes, saying why.
+func subreaperOnly(t *testing.T, m mode) {
+	t.Helper()
+	if m.pidns() {
+		t.Skip("direct connections are subreaper mode's (the checker connects the runner's socket on the host's network); a namespace mode's network has loopback only")
+	}
+}
+
+// An IP entry and a CIDR entry are reached directly by a client with no
+// proxy variables (curl --noproxy '*', python's urllib with the proxy
+// variables removed); an address no entry covers, and a covered address
+// on a port its entry does not admit, are refused and named once; a proxy
+// client still goes through the proxy; the log has an allow line via
+// direct, with the run, for each direct connection.
+func TestDirectConnectAddressEntries(t *testing.T) {
+	requireClients(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		subreaperOnly(t, m)
+		e := newEnv(t, m)
+		ip := startHTTP(t, "127.0.0.7", "")
+		cidr := startHTTP(t, "127.0.0.9", "")
+		other := startHTTP(t, "127.0.0.9", "") // covered by the CIDR entry, on a port it does not admit
+		uncovered := startHTTP(t, "127.0.0.3", "")
+		unset := "env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY -u ALL_PROXY -u all_proxy -u NO_PROXY -u no_proxy"
+		get := func(name, url, extra string) string {
+			return fmt.Sprintf("%s curl -sS --max-time 10 %s -o \"$R\"/%[3]s.body -w '%%{http_code}' %s >\"$R\"/%[3]s.code 2>\"$R\"/%[3]s.err; echo $? >\"$R\"/%[3]s.exit\n",
+				unset, extra, name, shq(url))
+		}
+		py := fmt.Sprintf("%s %s -c 'import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' %s >\"$R\"/py.body 2>\"$R\"/py.err\n",
+			unset, python, shq(fmt.Sprintf("http://127.0.0.7:%d/py", ip.port)))
+		proxied := fmt.Sprintf("curl -sS --max-time 10 -o \"$R\"/proxied.body -w '%%{http_code}' %s >\"$R\"/proxied.code 2>\"$R\"/proxied.err\n",
+			shq(fmt.Sprintf("http://127.0.0.7:%d/proxied", ip.port)))
+		runner, results := e.script(
+			get("ip", fmt.Sprintf("http://127.0.0.7:%d/ip", ip.port), "--noproxy '*'") +
+				get("cidr", fmt.Sprintf("http://127.0.0.9:%d/cidr", cidr.port), "--noproxy '*'") +
+				get("cidr2", fmt.Sprintf("http://127.0.0.9:%d/cidr2", cidr.port), "--noproxy '*'") +
+				get("otherport", fmt.Sprintf("http://127.0.0.9:%d/otherport", other.port), "--noproxy '*'") +
+				get("uncovered", fmt.Sprintf("http://127.0.0.3:%d/uncovered", uncovered.port), "--noproxy '*'") +
+				get("uncovered2", fmt.Sprintf("http://127.0.0.3:%d/uncovered2", uncovered.port), "--noproxy '*'") +
+				py + proxied)
+		log := e.file("net.log")
+		res := e.run(e.args(netOpts("--log", log,
+			"--allow-net", fmt.Sprintf("127.0.0.7:%d", ip.port),
+			"--allow-net", fmt.Sprintf("127.0.0.8/30:%d", cidr.port)), runner), e.markerEnv())
+		wantNetCode(t, res, 0)
+		for _, c := range []struct {
+			name string
+			srv  *httpServer
+		}{{"ip", ip}, {"cidr", cidr}, {"cidr2", cidr}, {"proxied", ip}} {
+			code, _ := os.ReadFile(filepath.Join(results, c.name+".code"))
+			body, _ := os.ReadFile(filepath.Join(results, c.name+".body"))
+			if string(code) != "200" || string(body) != c.srv.hello("/"+c.name) {
+				t.Errorf("%s: code %q body %q err %q; want the page, reached directly", c.name, code, body, readResult(t, results, c.name+".err"))
+			}
+		}
+		if body := readResult(t, results, "py.body"); body != ip.hello("/py") {
+			t.Errorf("python urllib without proxy variables: got %q (%s), want the page", body, readResult(t, results, "py.err"))
+		}
+		for _, name := range []string{"otherport", "uncovered", "uncovered2"} {
+			if code, _ := os.ReadFile(filepath.Join(results, name+".code")); string(code) == "200" {
+				t.Errorf("%s: reached an address no entry admits", name)
+			}
+		}
+		if n := other.accepts.Load() + uncovered.accepts.Load(); n != 0 {
+			t.Errorf("servers no entry admits accepted %d connection(s)", n)
+		}
+		wantDeniedLines(t, res.stderr, map[string]bool{
+			fmt.Sprintf("direct connection to 127.0.0.3:%d", uncovered.port): true,
+			fmt.Sprintf("direct connection to 127.0.0.9:%d", other.port):     true,
+			fmt.Sprintf("direct connection to 127.0.0.7:%d", ip.port):        false,
+			fmt.Sprintf("direct connection to 127.0.0.9:%d", cidr.port):      false,
+		})
+
+		data, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		allowed := map[string]int{}
+		run := ""
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var d struct {
+				Host, Address, Decision, Via, Run, Event string
+				Port                                     int
+			}
+			if err := json.Unmarshal([]byte(line), &d); err != nil {
+				t.Fatalf("log line %q: %v", line, err)
+			}
+			if run == "" {
+				run = d.Run
+			}
+			if d.Run == "" || d.Run != run {
+				t.Errorf("log line without the run's id: %s", line)
+			}
+			if d.Decision == "allow" && d.Via == "direct" {
+				if d.Host != d.Address {
+					t.Errorf("a direct allow names host %q, address %q: want the address", d.Host, d.Address)
+				}
+				allowed[fmt.Sprintf("%s:%d", d.Host, d.Port)]++
+			}
+		}
+		// ip, py; cidr, cidr2: one line per connection.
+		if allowed[fmt.Sprintf("127.0.0.7:%d", ip.port)] != 2 || allowed[fmt.Sprintf("127.0.0.9:%d", cidr.port)] != 2 {
+			t.Errorf("log: want two allow lines via direct for each entry's address, got %v:\n%s", allowed, data)
+		}
+		e.assertGone()
+	})
+}
