@@ -123,3 +123,99 @@ func TestDirectConnectAddressEntries(t *testing.T) {
 		e.assertGone()
 	})
 }
+
+// proxyUnset removes the proxy variables for one command.
+const proxyUnset = "env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY -u ALL_PROXY -u all_proxy -u NO_PROXY -u no_proxy"
+
+// A client with no proxy variables resolves an admitted name through
+// corral's DNS responder and connects to it directly: glibc's
+// getaddrinfo (curl --noproxy '*', python's urllib), over TCP as
+// RES_OPTIONS=use-vc asks, its connect to the nameserver's port 53 made to
+// corral's responder. The runner empties /etc/hosts first (root shares
+// it here), so the name is found by DNS alone, answered from the hosts
+// file corral read at launch. A name no entry admits fails to resolve and
+// is named once; the log has the lookups (via dns) and the connections
+// (via direct) under the name.
+func TestDirectConnectAnsweredNames(t *testing.T) {
+	requireClients(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		subreaperOnly(t, m)
+		e := newEnv(t, m)
+		good := startHTTP(t, "127.0.0.2", "")
+		bad := startHTTP(t, "127.0.0.3", "")
+		get := func(name, url string) string {
+			return fmt.Sprintf("%s curl -sS --max-time 10 --noproxy '*' -o \"$R\"/%[2]s.body -w '%%{http_code}' %s >\"$R\"/%[2]s.code 2>\"$R\"/%[2]s.err; echo $? >\"$R\"/%[2]s.exit\n",
+				proxyUnset, name, shq(url))
+		}
+		runner, results := e.script(`echo "127.0.0.1 localhost" >/etc/hosts 2>"$R"/write.err || echo failed >"$R"/write.err
+echo "$RES_OPTIONS" >"$R"/resoptions
+` + get("name", fmt.Sprintf("http://good.test:%d/name", good.port)) +
+			get("name2", fmt.Sprintf("http://GOOD.test.:%d/name2", good.port)) +
+			get("bad", fmt.Sprintf("http://bad.test:%d/bad", bad.port)) +
+			get("bad2", fmt.Sprintf("http://bad.test:%d/bad2", bad.port)) +
+			fmt.Sprintf("%s %s -c 'import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' %s >\"$R\"/py.body 2>\"$R\"/py.err\n",
+				proxyUnset, python, shq(fmt.Sprintf("http://good.test:%d/py", good.port))))
+		log := e.file("net.log")
+		rules := netOpts("--log", log, "--allow-net", fmt.Sprintf("good.test:%d", good.port),
+			"--allow-net", fmt.Sprintf("127.0.0.2/32:%d", good.port)) // the SSRF guard's, for a loopback name
+		res := e.startCmd(e.withHosts(e.args(rules, runner), e.markerEnv())).wait(corralTimeout)
+		wantNetCode(t, res, 0)
+		if w := readResult(t, results, "write.err"); w != "" {
+			t.Skipf("the runner could not empty /etc/hosts here: %s", w)
+		}
+		if got := readResult(t, results, "resoptions"); got != "use-vc" {
+			t.Errorf("RES_OPTIONS in the runner: %q, want use-vc", got)
+		}
+		for _, name := range []string{"name", "name2"} {
+			code, _ := os.ReadFile(filepath.Join(results, name+".code"))
+			body, _ := os.ReadFile(filepath.Join(results, name+".body"))
+			if string(code) != "200" || string(body) != good.hello("/"+name) {
+				t.Errorf("%s: code %q body %q err %q; want the page, the name answered by corral", name, code, body, readResult(t, results, name+".err"))
+			}
+		}
+		if body := readResult(t, results, "py.body"); body != good.hello("/py") {
+			t.Errorf("python urllib without proxy variables: got %q (%s), want the page", body, readResult(t, results, "py.err"))
+		}
+		for _, name := range []string{"bad", "bad2"} {
+			if msg := readResult(t, results, name+".err"); !strings.Contains(msg, "resolve") {
+				t.Errorf("%s: want a resolution failure, got %q", name, msg)
+			}
+		}
+		if n := bad.accepts.Load(); n != 0 {
+			t.Errorf("bad.test's server accepted %d connection(s)", n)
+		}
+		if n := strings.Count(res.stderr, "corral: network: denied lookup of bad.test: no rule allows this host\n"); n != 1 {
+			t.Errorf("want one line naming the refused lookup of bad.test, got %d:\n%s", n, res.stderr)
+		}
+		if strings.Contains(res.stderr, "good.test") {
+			t.Errorf("stderr names good.test, which was allowed:\n%s", res.stderr)
+		}
+		data, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dnsAllow, dnsDeny, direct int
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			var d struct {
+				Host, Address, Decision, Via, Run string
+				Port                              int
+			}
+			if err := json.Unmarshal([]byte(line), &d); err != nil {
+				t.Fatalf("log line %q: %v", line, err)
+			}
+			switch {
+			case d.Via == "dns" && d.Decision == "allow" && d.Host == "good.test" && d.Address == "127.0.0.2" && d.Run != "":
+				dnsAllow++
+			case d.Via == "dns" && d.Decision == "deny" && d.Host == "bad.test":
+				dnsDeny++
+			case d.Via == "direct" && d.Decision == "allow" && d.Host == "good.test" && d.Port == good.port && d.Address == "127.0.0.2":
+				direct++
+			}
+		}
+		if dnsAllow == 0 || dnsDeny != 1 || direct != 3 {
+			t.Errorf("log: %d dns allow lines for good.test (want some), %d dns deny lines for bad.test (want 1), %d direct allow lines for good.test (want 3):\n%s",
+				dnsAllow, dnsDeny, direct, data)
+		}
+		e.assertGone()
+	})
+}

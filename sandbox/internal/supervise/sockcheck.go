@@ -19,7 +19,7 @@ import (
 // openChecker makes the run's checker, failing closed: where the kernel or
 // an outer seccomp profile lacks what it needs, the run stops with 125
 // naming it, and the runner never starts with a policy it cannot have.
-func openChecker(run *plan.Plan, refused func(stage.Refused), direct func(netip.AddrPort) bool) (*sockcheck.Checker, error) {
+func openChecker(run *plan.Plan, refused func(stage.Refused), eg Egress) (*sockcheck.Checker, error) {
 	if missing := seccomp.ProbeNotify().NotifyMissing(); missing != "" {
 		return nil, &setuperr.SetupError{Step: "check the runner's socket calls", Err: setuperr.Plain("not available here: " + missing),
 			Hint: "the network policy, --allow-unix, --hide, and in subreaper mode --writable and --read-only need them (a container's seccomp profile may refuse them); corral does not run the command with more than asked"}
@@ -30,7 +30,7 @@ func openChecker(run *plan.Plan, refused func(stage.Refused), direct func(netip.
 	}
 	pol := checkPolicy(run, refused)
 	if run.Net.TCPChecked {
-		pol.Direct = direct
+		pol.Direct, pol.DNSTCP, pol.DNSUDP = eg.Direct, eg.DNSTCP, eg.DNSUDP
 	}
 	c, err := sockcheck.New(pol)
 	if err != nil {
