@@ -219,3 +219,42 @@ echo "$RES_OPTIONS" >"$R"/resoptions
 		e.assertGone()
 	})
 }
+
+// --no-proxy-env: the runner gets no proxy variables (the caller's are
+// dropped too) and keeps the caller's NO_PROXY; in subreaper mode a client
+// that honours proxy variables, given none, reaches an admitted name
+// directly. Without --allow-net the flag is a usage error.
+func TestNoProxyEnv(t *testing.T) {
+	requireClients(t)
+	forEachMode(t, func(t *testing.T, m mode) {
+		subreaperOnly(t, m)
+		e := newEnv(t, m)
+		good := startHTTP(t, "127.0.0.2", "")
+		runner, results := e.script(fmt.Sprintf(`env >"$R"/env
+curl -sS --max-time 10 -o "$R"/get.body -w '%%{http_code}' %s >"$R"/get.code 2>"$R"/get.err
+`, shq(fmt.Sprintf("http://good.test:%d/get", good.port))))
+		rules := netOpts("--no-proxy-env", "--allow-net", fmt.Sprintf("good.test:%d", good.port),
+			"--allow-net", fmt.Sprintf("127.0.0.2/32:%d", good.port))
+		res := e.startCmd(e.withHosts(e.args(rules, runner), e.markerEnv(),
+			"NO_PROXY=example.org", "HTTP_PROXY=http://192.0.2.1:3128", "https_proxy=http://192.0.2.1:3128")).wait(corralTimeout)
+		wantNetCode(t, res, 0)
+		vars := parseEnv(readResult(t, results, "env"))
+		for name, v := range vars {
+			if strings.HasSuffix(strings.ToUpper(name), "_PROXY") && strings.ToUpper(name) != "NO_PROXY" {
+				t.Errorf("the runner has %s=%s under --no-proxy-env", name, v)
+			}
+		}
+		if vars["NO_PROXY"] != "example.org" {
+			t.Errorf("the caller's NO_PROXY: %q in the runner, want example.org", vars["NO_PROXY"])
+		}
+		code, _ := os.ReadFile(filepath.Join(results, "get.code"))
+		if body, _ := os.ReadFile(filepath.Join(results, "get.body")); string(code) != "200" || string(body) != good.hello("/get") {
+			t.Errorf("curl with no proxy variables: code %q body %q err %q; want the page, reached directly", code, body, readResult(t, results, "get.err"))
+		}
+		usage := e.run(e.args([]string{"--no-proxy-env"}, []string{"/bin/true"}))
+		if usage.code != 2 || !strings.Contains(usage.stderr, "--no-proxy-env") {
+			t.Errorf("--no-proxy-env without --allow-net: want a usage error (2) naming it, got %v", usage)
+		}
+		e.assertGone()
+	})
+}

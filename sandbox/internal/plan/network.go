@@ -109,6 +109,10 @@ func (p Plan) withProxy(addr, userinfo string) Plan {
 	if userinfo != "" {
 		addr = userinfo + "@" + addr
 	}
+	if p.Net.NoProxyEnv {
+		p.Env = WithoutProxyEnv(p.Env)
+		return p
+	}
 	p.Env = WithProxyEnv(p.Env, addr, p.Net.KeepNoProxy)
 	return p
 }
