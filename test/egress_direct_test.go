@@ -3,10 +3,14 @@ package test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Clients that ignore the proxy variables (SPEC.md Network policy; DESIGN.md
@@ -254,6 +258,74 @@ curl -sS --max-time 10 -o "$R"/get.body -w '%%{http_code}' %s >"$R"/get.code 2>"
 		usage := e.run(e.args([]string{"--no-proxy-env"}, []string{"/bin/true"}))
 		if usage.code != 2 || !strings.Contains(usage.stderr, "--no-proxy-env") {
 			t.Errorf("--no-proxy-env without --allow-net: want a usage error (2) naming it, got %v", usage)
+		}
+		e.assertGone()
+	})
+}
+
+// Real ssh past the proxy (SPEC.md Network policy, "Clients that ignore
+// the proxy variables"): an sshd on the host's loopback, and `ssh
+// root@good.test true` under --allow-net good.test:PORT (with the IP entry
+// the SSRF guard needs for a loopback name) and nothing else: ssh knows no
+// proxy variables; its connect is made on its own socket.
+func TestDirectConnectSSH(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		subreaperOnly(t, m)
+		if m.rootless {
+			t.Skip("the test's sshd logs in root")
+		}
+		for _, tool := range []string{"/usr/sbin/sshd", "/usr/bin/ssh", "/usr/bin/ssh-keygen"} {
+			if _, err := os.Stat(tool); err != nil {
+				missingFeature(t, tool+" is needed (.ci/run installs openssh-server)")
+			}
+		}
+		e := newEnv(t, m)
+		port := freePort(t, "127.0.0.2")
+		keygen := func(path string) {
+			if out, err := exec.Command("/usr/bin/ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", path).CombinedOutput(); err != nil {
+				t.Fatalf("ssh-keygen: %v: %s", err, out)
+			}
+		}
+		hostKey, userKey := e.file("host_key"), e.file("user_key")
+		keygen(hostKey)
+		keygen(userKey)
+		pub, err := os.ReadFile(userKey + ".pub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.writeFile(e.file("authorized_keys"), string(pub), 0o600)
+		os.MkdirAll("/run/sshd", 0o755) // sshd's privilege separation directory
+		sshd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", "/dev/null",
+			"-o", "ListenAddress=127.0.0.2:"+strconv.Itoa(port), "-o", "HostKey="+hostKey,
+			"-o", "AuthorizedKeysFile="+e.file("authorized_keys"), "-o", "PermitRootLogin=prohibit-password",
+			"-o", "StrictModes=no", "-o", "UsePAM=no", "-o", "PidFile=none")
+		var sshdLog strings.Builder
+		sshd.Stderr = &sshdLog
+		if err := sshd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			sshd.Process.Kill()
+			sshd.Wait()
+		})
+		for i := 0; ; i++ { // wait for its listener
+			c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.2", strconv.Itoa(port)))
+			if err == nil {
+				c.Close()
+				break
+			}
+			if i > 500 {
+				t.Fatalf("sshd did not listen: %s", sshdLog.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		runner, results := e.script(fmt.Sprintf(`%s ssh -F /dev/null -i %s -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -p %d root@good.test 'echo ssh-ok' >"$R"/out 2>"$R"/err
+`, proxyUnset, shq(userKey), port))
+		rules := netOpts("--allow-net", fmt.Sprintf("good.test:%d", port), "--allow-net", fmt.Sprintf("127.0.0.2:%d", port))
+		res := e.startCmd(e.withHosts(e.args(rules, runner), e.markerEnv())).wait(corralTimeout)
+		wantNetCode(t, res, 0)
+		if out := readResult(t, results, "out"); out != "ssh-ok" {
+			t.Errorf("ssh root@good.test: %q, stderr %q; want ssh-ok\nsshd: %s", out, readResult(t, results, "err"), sshdLog.String())
 		}
 		e.assertGone()
 	})
