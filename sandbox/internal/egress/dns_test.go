@@ -14,7 +14,7 @@ import (
 
 // dnsProxy is a Proxy whose launch resolver read hosts and a resolv.conf
 // with a search list, serving its DNS responder.
-func dnsProxy(t *testing.T, hosts string, rules ...string) (*testProxy, DNSAddrs) {
+func dnsProxy(t testing.TB, hosts string, rules ...string) (*testProxy, DNSAddrs) {
 	t.Helper()
 	dir := t.TempDir()
 	hp, rp := filepath.Join(dir, "hosts"), filepath.Join(dir, "resolv.conf")
