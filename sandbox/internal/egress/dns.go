@@ -202,9 +202,14 @@ func (p *Proxy) answerDNS(msg []byte, max int) []byte {
 	}
 	if q.qtype == dnsTypeA || len(shown) > 0 {
 		// One line per lookup (its A query; an AAAA one only when it
-		// has addresses), not one per record type asked.
-		p.cfg.Log.decision(&DecisionLine{Host: name, Address: strings.Join(shown, ","),
-			Decision: "allow", Reason: "answered by corral", Via: ViaDNS}, p.cfg.Stderr)
+		// has addresses), not one per record type asked; at most
+		// refusalsPerSecond a second, with a count of those left out:
+		// anyone on the host can ask the responder, and the log must
+		// not become the way to fill a disk.
+		if ok, leftOut := p.dnsLines.take(time.Now()); ok {
+			p.cfg.Log.decision(&DecisionLine{Host: name, Address: strings.Join(shown, ","),
+				Decision: "allow", Reason: "answered by corral", Via: ViaDNS, LeftOut: leftOut}, p.cfg.Stderr)
+		}
 	}
 	return dnsAnswer(q, rcodeOK, addrs, max)
 }

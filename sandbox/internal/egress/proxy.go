@@ -94,6 +94,7 @@ type Proxy struct {
 	// the addresses it answered with.
 	packets  []net.PacketConn
 	answered answers
+	dnsLines refusalLimiter // the log's lines of answered lookups
 }
 
 // connState is where a connection the Proxy holds stands.
