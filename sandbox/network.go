@@ -43,7 +43,8 @@ type network struct {
 	log   *egress.Log
 	// published are the --publish ports' host sockets (publish.go).
 	published []*hostPort
-	stopWatch func() // subreaper mode's watch of the host's loopback
+	stopWatch func()          // subreaper mode's watch of the host's loopback
+	dns       egress.DNSAddrs // subreaper mode's DNS responder (zero: none)
 
 	writes writesNamed // the refused writes said (fsrefused.go)
 
@@ -288,6 +289,15 @@ func (n *network) forSubreaper() (plan.Plan, string, error) {
 		}
 		found.ProxyAddr, found.ProxyPort = l.Addr().String(), uint16(l.Addr().(*net.TCPAddr).Port)
 		n.proxy.Serve(l)
+	}
+	if n.run.Net.Proxy() {
+		// The runner's own lookups, answered by corral (egress.ServeDNS):
+		// the checker brings its connects to port 53 here.
+		dns, err := n.proxy.ServeDNS()
+		if err != nil {
+			return plan.Plan{}, "", &setuperr.SetupError{Step: "listen for the runner's DNS queries on the host's loopback", Err: unwrapSyscall(err)}
+		}
+		n.dns, found.DNS = dns, true
 	}
 	return n.run.ForSubreaper(found)
 }

@@ -21,6 +21,12 @@ func runSubreaper(p *stage.Proc, n *network, why string) (int, error) {
 		return exitstatus.Setup, err
 	}
 	engine := supervise.New(p, &run, 0, runner.Prepare, n.refused) // its cgroup is made in Prepare
+	if n.proxy != nil {
+		// The checker runs in this process: a connect to an address an
+		// entry admits is made on the runner's socket (egress.DirectConnect),
+		// a connect to port 53 reaches corral's DNS responder.
+		engine.SetEgress(supervise.Egress{Direct: n.proxy.DirectConnect, DNSTCP: n.dns.TCP, DNSUDP: n.dns.UDP})
+	}
 	p.Logf("mode subreaper: %s", why)
 	if how != "" {
 		p.Logf("network: %s", how)

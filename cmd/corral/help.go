@@ -129,6 +129,10 @@ Network policy (every mode; fails closed like the sandbox policy):
   --deny-net DEST      refuse DEST even where --allow-net admits it (same
                          syntax; without a port, every port); needs --allow-net;
                          repeatable
+  --no-proxy-env       with --allow-net, set no proxy variables and keep the
+                         caller's NO_PROXY: clients connect directly, which
+                         subreaper mode decides by the same entries (pidns
+                         mode reaches nothing that way)
   --allow-unix PATH    the runner may connect to the Unix socket at PATH (must
                          exist); needs --net none or --allow-net; repeatable
   --host-port PORT     the host's 127.0.0.1:PORT is reachable inside at

@@ -28,6 +28,7 @@ type netFlags struct {
 	publish          listFlag
 	deny, allowUnix  listFlag
 	logPath          string
+	noProxyEnv       bool
 	allowFromEnv     bool // the allowlist is CORRAL_ALLOW_NET's
 }
 
@@ -43,6 +44,7 @@ func registerNetFlags(fs *flag.FlagSet) *netFlags {
 	// did, network and filesystem alike.
 	fs.StringVar(&f.logPath, "log", "", "")
 	fs.StringVar(&f.logPath, "net-log", "", "")
+	fs.BoolVar(&f.noProxyEnv, "no-proxy-env", false, "")
 	return f
 }
 
@@ -71,6 +73,7 @@ func (f *netFlags) apply(o *sandbox.Options, set map[string]bool, lookup func(st
 		o.Net.Allow, f.allowFromEnv = strings.Split(v, ","), true
 	}
 	o.Net.Deny = f.deny
+	o.Net.NoProxyEnv = f.noProxyEnv
 	// Absolute now, as the caller meant it; what the options mean together
 	// is Check's.
 	for _, p := range absolute(f.allowUnix) {

@@ -89,6 +89,12 @@ type Proxy struct {
 
 	refusals refusalLimiter
 	stderrMu sync.Mutex
+
+	// The DNS responder's (dns.go): its UDP sockets, closed by Close, and
+	// the addresses it answered with.
+	packets  []net.PacketConn
+	answered answers
+	dnsLines refusalLimiter // the log's lines of answered lookups
 }
 
 // connState is where a connection the Proxy holds stands.
@@ -205,6 +211,13 @@ func (p *Proxy) Close() error {
 	}
 	for _, c := range cs {
 		c.Close()
+	}
+	p.mu.Lock()
+	pcs := p.packets
+	p.packets = nil
+	p.mu.Unlock()
+	for _, pc := range pcs {
+		pc.Close()
 	}
 	p.wg.Wait()
 	return err

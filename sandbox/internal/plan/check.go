@@ -69,6 +69,8 @@ func (n *Network) check(isolated, policy bool) error {
 		return usage("--log", "--log records what a policy allowed and refused: give a filesystem or network policy option too (--writable, --read-only, --hide, --net none, --allow-net)")
 	case len(n.Deny) > 0 && !n.Proxy():
 		return usage("--deny-net", "--deny-net narrows --allow-net: give --allow-net too (with the host's network nothing is filtered, with --net none nothing is reachable)")
+	case n.NoProxyEnv && !n.Proxy():
+		return usage("--no-proxy-env", "--no-proxy-env leaves out the proxy variables of --allow-net: give --allow-net too")
 	case len(n.AllowUnix) > 0 && !isolated:
 		return usage("--allow-unix", "--allow-unix needs --net none or --allow-net: with the host's network every Unix socket is reachable already")
 	case n.ProxyAddr != "":

@@ -109,6 +109,10 @@ func (p Plan) withProxy(addr, userinfo string) Plan {
 	if userinfo != "" {
 		addr = userinfo + "@" + addr
 	}
+	if p.Net.NoProxyEnv {
+		p.Env = WithoutProxyEnv(p.Env)
+		return p
+	}
 	p.Env = WithProxyEnv(p.Env, addr, p.Net.KeepNoProxy)
 	return p
 }
@@ -137,6 +141,9 @@ type Subreaper struct {
 	LandlockABI int
 	TCPPorts    bool
 	LandlockErr error
+	// DNS: corral answers the runner's DNS queries (its connects to port
+	// 53 go to corral's responder): glibc is asked to use TCP.
+	DNS bool
 }
 
 // ForSubreaper is the plan of subreaper mode, where there is no network
@@ -161,6 +168,10 @@ func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
 		connect = append(connect, s.ProxyPort)
 		how += ", egress proxy at " + s.ProxyAddr
 	}
+	if s.DNS {
+		p.Env = withResolverTCP(p.Env)
+		how += ", DNS answered by corral"
+	}
 	switch {
 	case s.LandlockErr == nil && s.TCPPorts:
 		connect = append(connect, p.Net.HostPorts...)
@@ -172,4 +183,17 @@ func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
 		how += "; no Landlock TCP port rules on this kernel (ABI 4, Linux 6.7), so no second layer"
 	}
 	return p, how, nil
+}
+
+// withResolverTCP sets RES_OPTIONS=use-vc unless the caller set
+// RES_OPTIONS: glibc's resolver then asks over TCP, whose connect the
+// checker can bring to corral's responder; over UDP it sends unconnected
+// datagrams, whose answers, from corral's address, it would not take.
+func withResolverTCP(env []string) []string {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "RES_OPTIONS=") {
+			return env
+		}
+	}
+	return append(env[:len(env):len(env)], "RES_OPTIONS=use-vc")
 }

@@ -123,6 +123,11 @@ type Network struct {
 	// runner keeps it beside the proxy variables (a caller's inherited
 	// one is dropped: clients would skip the proxy for those hosts).
 	KeepNoProxy bool
+	// NoProxyEnv (--no-proxy-env): the runner gets no proxy variables,
+	// and keeps the caller's NO_PROXY; its clients connect directly,
+	// which subreaper mode's checker decides (and a network namespace
+	// does not allow).
+	NoProxyEnv bool
 	// ProxyAddr is where the runner reaches the egress proxy, set by the
 	// host side for the mode it runs (the init listens there in pidns
 	// mode); "": none.

@@ -50,3 +50,21 @@ func WithProxyEnv(env []string, addr string, keepNoProxy bool) []string {
 	}
 	return append(out, ProxyEnvFor(addr)...)
 }
+
+// WithoutProxyEnv returns env without the proxy variables ProxyEnvFor
+// sets, in either case: the caller's would name a proxy the runner
+// cannot reach past the policy. NO_PROXY and no_proxy stay.
+func WithoutProxyEnv(env []string) []string {
+	drop := map[string]bool{}
+	for _, v := range proxyVars {
+		drop[v.name] = true
+	}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !drop[strings.ToUpper(name)] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

@@ -479,11 +479,32 @@ func (c *Checker) inet(cl *call, domain int) (int64, unix.Errno) {
 			ap = netip.AddrPortFrom(netip.AddrFrom16(lo.As16()), dest.Port())
 		}
 	}
+	if dest.Port() == 53 && cl.kind == seccomp.CallConnect {
+		if to, ok := c.dnsRedirect(cl); ok {
+			return c.perform(cl, inetSockaddr(domain, to, 0, 0))
+		}
+	}
 	if ok, reason := c.mayConnect(dest); !ok {
 		c.report(Refusal{Tid: cl.tid, Call: cl.kind.String(), Kind: "tcp", Addr: dest, Direct: !dest.Addr().IsLoopback(), Reason: reason})
 		return 0, unix.EACCES
 	}
 	return c.perform(cl, inetSockaddr(domain, ap, flow, scope))
+}
+
+// dnsRedirect says where a connect to port 53 goes instead: corral's DNS
+// responder, for the socket's type (Policy.DNSTCP, DNSUDP).
+func (c *Checker) dnsRedirect(cl *call) (netip.AddrPort, bool) {
+	typ, err := unix.GetsockoptInt(cl.fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	switch {
+	case typ == unix.SOCK_STREAM && c.pol.DNSTCP.IsValid():
+		return c.pol.DNSTCP, true
+	case typ == unix.SOCK_DGRAM && c.pol.DNSUDP.IsValid():
+		return c.pol.DNSUDP, true
+	}
+	return netip.AddrPort{}, false
 }
 
 func (c *Checker) mayConnect(dest netip.AddrPort) (bool, string) {
@@ -497,6 +518,11 @@ func (c *Checker) mayConnect(dest netip.AddrPort) (bool, string) {
 	_, bound := c.boundTCP[dest]
 	c.mu.Unlock()
 	if bound {
+		return true, ""
+	}
+	// An address an --allow-net entry admits by itself (egress decides):
+	// connected here, on the runner's socket, with no relay.
+	if c.pol.Direct != nil && c.pol.Direct(dest) {
 		return true, ""
 	}
 	if dest.Addr().IsLoopback() {

@@ -22,6 +22,21 @@ type Policy struct {
 	TCP bool
 	// ProxyAddr is the egress proxy's listening address (zero: none).
 	ProxyAddr netip.AddrPort
+	// Direct, when set (subreaper mode under --allow-net), is asked of a
+	// TCP connect (or a send with an address) that neither the proxy nor
+	// a --host-port nor the tree's own bind admits: true has the checker
+	// make it on the runner's own socket, as any allowed call. It is
+	// called with the address the checker parsed, once, from a worker
+	// whose caller waits.
+	Direct func(netip.AddrPort) bool
+	// DNSTCP and DNSUDP, when valid, are corral's DNS responder on the
+	// host's loopback (subreaper mode under --allow-net): a TCP connect
+	// to port 53, at any address, is made to DNSTCP instead, and a UDP
+	// socket's connect to port 53 to DNSUDP. The runner's resolver then
+	// reads its answers from the socket it connected, whose peer it
+	// does not check over TCP, and over connected UDP gets from the
+	// kernel only what that peer sends.
+	DNSTCP, DNSUDP netip.AddrPort
 	// HostPorts may be connected to at 127.0.0.1:PORT (--host-port).
 	HostPorts []uint16
 	// Publish is carried for the caller's convenience and changes

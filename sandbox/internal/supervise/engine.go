@@ -8,6 +8,7 @@ package supervise
 
 import (
 	"errors"
+	"net/netip"
 	"sync"
 
 	"github.com/corral-sh/corral/internal/cgroup"
@@ -29,6 +30,9 @@ type Engine struct {
 	prepare stage.PrepareRunner
 	starter stage.Starter // made by Prepare
 	refused func(stage.Refused)
+	// egress is what the checker asks of the host side's egress policy
+	// in subreaper mode (SetEgress).
+	egress Egress
 
 	// checker checks the runner's socket calls (sockcheck.go), made by
 	// Prepare when the plan asks for it; checkErr is why it could not be.
@@ -54,6 +58,21 @@ func New(p *stage.Proc, plan *plan.Plan, cgroupOwner int, prepare stage.PrepareR
 	return &Engine{p: p, plan: plan, owner: cgroupOwner, prepare: prepare, refused: refused}
 }
 
+// Egress is what the checker asks of the host side's egress policy in
+// subreaper mode, where it runs in the process that holds it.
+type Egress struct {
+	// Direct decides a TCP connect past the proxy: one it allows is
+	// made on the runner's own socket; nil refuses every one.
+	Direct func(netip.AddrPort) bool
+	// DNSTCP and DNSUDP are corral's DNS responder, where the runner's
+	// connects to port 53 go (zero: none).
+	DNSTCP, DNSUDP netip.AddrPort
+}
+
+// SetEgress gives the checker, made by Prepare, eg. Call it before
+// Prepare.
+func (e *Engine) SetEgress(eg Egress) { e.egress = eg }
+
 // Prepare makes the runner's Starter and then the run's cgroup: the
 // starter thread drops the runner's privileges while this goroutine makes
 // the cgroup, and the rest of the setup goes on after.
@@ -62,7 +81,7 @@ func (e *Engine) Prepare(terminal bool) {
 		e.starter = e.prepare(e.p, e.plan, terminal)
 	}
 	if e.plan.Privileges.Checked() && e.checker == nil && e.checkErr == nil {
-		e.checker, e.checkErr = openChecker(e.plan, e.refused) // sockcheck.go
+		e.checker, e.checkErr = openChecker(e.plan, e.refused, e.egress) // sockcheck.go
 	}
 	e.decideCgroup()
 }

@@ -19,7 +19,7 @@ import (
 // openChecker makes the run's checker, failing closed: where the kernel or
 // an outer seccomp profile lacks what it needs, the run stops with 125
 // naming it, and the runner never starts with a policy it cannot have.
-func openChecker(run *plan.Plan, refused func(stage.Refused)) (*sockcheck.Checker, error) {
+func openChecker(run *plan.Plan, refused func(stage.Refused), eg Egress) (*sockcheck.Checker, error) {
 	if missing := seccomp.ProbeNotify().NotifyMissing(); missing != "" {
 		return nil, &setuperr.SetupError{Step: "check the runner's socket calls", Err: setuperr.Plain("not available here: " + missing),
 			Hint: "the network policy, --allow-unix, --hide, and in subreaper mode --writable and --read-only need them (a container's seccomp profile may refuse them); corral does not run the command with more than asked"}
@@ -28,7 +28,11 @@ func openChecker(run *plan.Plan, refused func(stage.Refused)) (*sockcheck.Checke
 		return nil, &setuperr.SetupError{Step: "hold the protected paths beneath --writable (the runner's writes made by corral)", Err: setuperr.Plain("not available here: " + missing),
 			Hint: "in pidns mode (--mode pidns, where user namespaces are allowed) the protected paths are read-only mounts and need nothing of seccomp; or run on Linux 5.14 or later"}
 	}
-	c, err := sockcheck.New(checkPolicy(run, refused))
+	pol := checkPolicy(run, refused)
+	if run.Net.TCPChecked {
+		pol.Direct, pol.DNSTCP, pol.DNSUDP = eg.Direct, eg.DNSTCP, eg.DNSUDP
+	}
+	c, err := sockcheck.New(pol)
 	if err != nil {
 		return nil, &setuperr.SetupError{Step: "check the runner's socket calls", Err: err}
 	}
