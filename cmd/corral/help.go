@@ -96,6 +96,13 @@ enforce what is asked is an error, {setup}, never a run without it):
                          core.hooksPath names (objects, refs, index and logs
                          stay writable). A --writable naming one of them
                          re-grants it alone
+  --overlay DIR        RUNNER gets DIR writable beneath, but every change goes
+                         to a layer of corral's, never to DIR; at the end
+                         corral names the changes folder for corral changes
+                         show|apply|discard|list (namespace modes);
+                         repeatable
+  --changes PATH       where --overlay keeps the changes (a new folder;
+                         default: under $XDG_STATE_HOME/corral/changes)
   --read-only          nothing is writable but /dev/null, /dev/zero, /dev/full
                          and the terminals
   --hide PATH          no access at all beneath PATH, which wins over
