@@ -71,7 +71,7 @@ func ChangesShow(w io.Writer, path string, stat bool) error {
 		return err
 	}
 	for i, d := range c.Run.Dirs {
-		fmt.Fprintf(w, "overlay %s (run %s: %s)\n", d, c.Run.Start.Format("2006-01-02 15:04:05"), strings.Join(c.Run.Command, " "))
+		fmt.Fprintf(w, "overlay %s (run %s: %s)\n", d, c.Run.Start.Format("2006-01-02 15:04:05"), commandLine(c.Run.Command))
 		for _, ch := range all[i] {
 			mark := ""
 			if ch.Protected {
@@ -124,7 +124,17 @@ func ChangesList(w io.Writer) error {
 	}
 	sort.SliceStable(kept, func(i, j int) bool { return kept[i].Run.StartNs > kept[j].Run.StartNs })
 	for _, c := range kept {
-		fmt.Fprintf(w, "%s  %s  %s  %s\n", c.Path, c.Run.Start.Format("2006-01-02 15:04:05"), strings.Join(c.Run.Dirs, ","), strings.Join(c.Run.Command, " "))
+		fmt.Fprintf(w, "%s  %s  %s  %s\n", c.Path, c.Run.Start.Format("2006-01-02 15:04:05"), strings.Join(c.Run.Dirs, ","), commandLine(c.Run.Command))
 	}
 	return nil
+}
+
+// commandLine is argv on one line, each argument quoted where a shell
+// would need it.
+func commandLine(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = shellPath(a)
+	}
+	return strings.Join(q, " ")
 }

@@ -168,6 +168,10 @@ func (o *overlayRun) writable(run *plan.Plan) {
 	if o == nil {
 		return
 	}
+	// --read-only elsewhere: the DIRs are then the only writable paths,
+	// which is what a --writable policy is (Landlock takes one or the
+	// other).
+	run.Privileges.Landlock.ReadOnly = false
 	for _, d := range o.rec.Dirs {
 		run.Privileges.Landlock.Writable = appendNew(run.Privileges.Landlock.Writable, d)
 	}
