@@ -85,6 +85,11 @@ func ChangesShow(w io.Writer, path string, stat bool) error {
 					suffix = " -> " + t
 				}
 			}
+			if ch.Kind == 'M' {
+				if lo, err := os.Lstat(filepath.Join(d, ch.Path)); err == nil && lo.Mode() != ch.mode && lo.Mode().Type() == ch.mode.Type() {
+					suffix += fmt.Sprintf(" (mode %04o -> %04o)", lo.Mode().Perm(), ch.mode.Perm())
+				}
+			}
 			fmt.Fprintf(w, "%c %s%s%s\n", ch.Kind, ch.Path, suffix, mark)
 		}
 		if stat {

@@ -111,12 +111,12 @@ func unified(w io.Writer, a, b []string, ctx int) {
 			es = append(es, edit{' ', a[i]})
 			i++
 			j++
-		case j < m && (i == n || lcs[i][j+1] >= lcs[i+1][j]):
-			es = append(es, edit{'+', b[j]})
-			j++
-		default:
+		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
 			es = append(es, edit{'-', a[i]})
 			i++
+		default:
+			es = append(es, edit{'+', b[j]})
+			j++
 		}
 	}
 	// Hunks: runs of edits with up to 2*ctx unchanged lines between.
