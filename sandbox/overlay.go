@@ -13,11 +13,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/corral-sh/corral/internal/bounds"
 	"github.com/corral-sh/corral/internal/proc"
 	"github.com/corral-sh/corral/sandbox/internal/plan"
 )
@@ -273,5 +273,5 @@ func shellPath(p string) string {
 	if strings.Trim(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@") == "" {
 		return p
 	}
-	return bounds.Quote(p)
+	return strconv.Quote(p)
 }

@@ -151,7 +151,7 @@ func TestOverlayCapturesShowApplyDiscard(t *testing.T) {
 
 		show := w.changes("show", folder)
 		wantCode(t, show, 0)
-		for _, want := range []string{"\nM a.txt\n", "\nD b.txt\n", "\nA n.txt\n", "\nA link -> a.txt\n", "\nA empty/\n", "\nD sub/c.txt\n", "\nA sub/d.txt\n", "\nD olddir/\n", "\nA newdir/f\n",
+		for _, want := range []string{"\nM a.txt (mode 0644 -> 0755)\n", "\nD b.txt\n", "\nA n.txt\n", "\nA link -> a.txt\n", "\nA empty/\n", "\nD sub/c.txt\n", "\nA sub/d.txt\n", "\nD olddir/\n", "\nA newdir/f\n",
 			"--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,4 @@\n one\n two\n three\n+four\n", "--- /dev/null\n+++ b/n.txt\n@@ -0,0 +1 @@\n+new\n", "--- a/b.txt\n+++ /dev/null\n"} {
 			if !strings.Contains(show.stdout, want) {
 				t.Errorf("show lacks %q:\n%s", want, show.stdout)
