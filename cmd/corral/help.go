@@ -33,6 +33,9 @@ Usage:
   corral probe [--json]                 what this machine allows, and why not
   corral spec                           print a default OCI config.json for --config
   corral version
+  corral changes show PATH [--stat]     what an --overlay run changed (A/M/D, diffs)
+  corral changes apply PATH [--force]   write it into DIR (refused where DIR changed)
+  corral changes discard PATH | list    throw it away; the kept folders, newest first
 
 Options:
   --mode MODE          auto (default), pidns or subreaper  [CORRAL_MODE]
