@@ -34,10 +34,19 @@ func Launch(o Options) (int, error) {
 		run.Mode = ModeAuto
 	}
 	p := stage.NewProc(o.Stderr, run.Verbose, stage.Inherited(), o.Signals)
+	// --overlay: the changes folder and its layers (overlay.go), counted
+	// and named once the run is over, whatever its end.
+	ov, err := prepareOverlay(&run)
+	if err != nil {
+		return exitstatus.Setup, err
+	}
+	defer ov.finish(o.Stderr)
+	hideState(&run, ov)
 	if err := startPolicy(p, &run, o.Parent); err != nil {
 		return exitstatus.Setup, err
 	}
 	run = withProtection(run, o.SettingsFiles) // protect.go
+	ov.writable(&run)
 	n, err := openNetwork(p, &run, rules, deny)
 	if err != nil {
 		return exitstatus.Setup, err
@@ -67,7 +76,7 @@ func Launch(o Options) (int, error) {
 	if !errors.As(err, &unavailable) {
 		return status, err
 	}
-	if run.Namespaces.Any() {
+	if run.Namespaces.Any() || len(run.Overlay) > 0 {
 		// Only a namespace can honour the request: no fallback.
 		return exitstatus.Setup, unavailable.SetupError
 	}

@@ -110,7 +110,15 @@ func initAttr(run *plan.Plan) (*syscall.SysProcAttr, bool, error) {
 		if err := explain.CheckProc(run); err != nil {
 			return nil, false, err
 		}
-		stage.MapCallerIDs(sys, append(append([]int{}, initCaps...), run.Privileges.Keep...))
+		caps := append(append([]int{}, initCaps...), run.Privileges.Keep...)
+		if len(run.Privileges.Overlays) > 0 {
+			// overlayfs makes its work folder mode 000 and checks it
+			// with the mounter's credentials: the exec stage needs
+			// these to mount the layer (only the caller's own files are
+			// mapped, and the runner drops them as every other).
+			caps = append(caps, int(capability.CAP_DAC_OVERRIDE), int(capability.CAP_FOWNER))
+		}
+		stage.MapCallerIDs(sys, caps)
 	}
 	return sys, userns, nil
 }

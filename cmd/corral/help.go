@@ -33,6 +33,9 @@ Usage:
   corral probe [--json]                 what this machine allows, and why not
   corral spec                           print a default OCI config.json for --config
   corral version
+  corral changes show PATH [--stat]     what an --overlay run changed (A/M/D, diffs)
+  corral changes apply PATH [--force]   write it into DIR (refused where DIR changed)
+  corral changes discard PATH | list    throw it away; the kept folders, newest first
 
 Options:
   --mode MODE          auto (default), pidns or subreaper  [CORRAL_MODE]
@@ -96,6 +99,13 @@ enforce what is asked is an error, {setup}, never a run without it):
                          core.hooksPath names (objects, refs, index and logs
                          stay writable). A --writable naming one of them
                          re-grants it alone
+  --overlay DIR        RUNNER gets DIR writable beneath, but every change goes
+                         to a layer of corral's, never to DIR; at the end
+                         corral names the changes folder for corral changes
+                         show|apply|discard|list (namespace modes);
+                         repeatable
+  --changes PATH       where --overlay keeps the changes (a new folder;
+                         default: under $XDG_STATE_HOME/corral/changes)
   --read-only          nothing is writable but /dev/null, /dev/zero, /dev/full
                          and the terminals
   --hide PATH          no access at all beneath PATH, which wins over

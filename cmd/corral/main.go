@@ -125,6 +125,8 @@ func subcommand(name string) func(args []string, stdout, stderr io.Writer) int {
 		return runProbe
 	case early.Spec:
 		return runSpec
+	case early.Changes:
+		return runChanges // changes.go
 	}
 	return nil
 }

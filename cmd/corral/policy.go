@@ -22,7 +22,8 @@ import (
 var envTimeout = []string{"CORRAL_TIMEOUT_SECONDS"}
 
 type policyFlags struct {
-	writable, hide                      listFlag
+	writable, hide, overlay             listFlag
+	changes                             string
 	readOnly, isolateIPC, dieWithParent bool
 	timeout                             string
 }
@@ -31,6 +32,8 @@ func registerPolicyFlags(fs *flag.FlagSet) *policyFlags {
 	f := &policyFlags{}
 	fs.Var(&f.writable, "writable", "")
 	fs.Var(&f.hide, "hide", "")
+	fs.Var(&f.overlay, "overlay", "")
+	fs.StringVar(&f.changes, "changes", "", "")
 	fs.BoolVar(&f.readOnly, "read-only", false, "")
 	fs.BoolVar(&f.isolateIPC, "isolate-ipc", false, "")
 	fs.BoolVar(&f.dieWithParent, "die-with-parent", false, "")
@@ -80,6 +83,16 @@ func (f *policyFlags) apply(o *sandbox.Options, set map[string]bool, lookup func
 		return errors.New("--die-with-parent: corral is PID 1 of its namespace, and its parent lives outside it where corral cannot watch it (the namespace ends with corral anyway)")
 	}
 	o.DieWithParent = f.dieWithParent
+	// --overlay: the copy-on-write workspace (sandbox/overlay.go).
+	for _, d := range absolute(f.overlay) {
+		if d == "" {
+			return errors.New("--overlay: want a folder")
+		}
+		o.Overlay = append(o.Overlay, d)
+	}
+	if f.changes != "" {
+		o.Changes = absolute([]string{f.changes})[0]
+	}
 	return nil
 }
 

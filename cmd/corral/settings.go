@@ -34,7 +34,7 @@ import (
 var envSettings = []string{"CORRAL_SETTINGS"}
 
 // pathKeys are the options whose values are paths.
-var pathKeys = map[string]bool{"state": true, "config": true, "writable": true, "hide": true, "net-log": true, "log": true, "allow-unix": true}
+var pathKeys = map[string]bool{"state": true, "config": true, "writable": true, "hide": true, "net-log": true, "log": true, "allow-unix": true, "overlay": true, "changes": true}
 
 // settingsArgs reads the settings file at path and returns its flag
 // values, each "--NAME=VALUE", for the flags of fs.

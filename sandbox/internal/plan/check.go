@@ -47,6 +47,9 @@ func (p *Plan) Check() error {
 	if err := p.Net.check(p.Isolated(), p.policyOption() != ""); err != nil {
 		return err
 	}
+	if err := p.checkOverlay(); err != nil {
+		return err
+	}
 	if err := p.checkCaps(); err != nil {
 		return err
 	}
@@ -109,7 +112,7 @@ func (p *Plan) policyOption() string {
 	}{
 		{"--net none", p.Namespaces.Net}, {"--allow-net", len(p.Net.Allow) > 0}, {"--deny-net", len(p.Net.Deny) > 0},
 		{"--allow-unix", len(p.Net.AllowUnix) > 0}, {"--host-port", len(p.Net.HostPorts) > 0}, {"--publish", len(p.Net.Publish) > 0},
-		{"--writable", len(ll.Writable) > 0}, {"--read-only", ll.ReadOnly}, {"--hide", len(ll.Hide) > 0}, {"--isolate-ipc", ll.IsolateIPC},
+		{"--writable", len(ll.Writable) > 0}, {"--read-only", ll.ReadOnly}, {"--hide", len(ll.Hide) > 0}, {"--isolate-ipc", ll.IsolateIPC}, {"--overlay", len(p.Overlay) > 0},
 	} {
 		if o.on {
 			return o.flag

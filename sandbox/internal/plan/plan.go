@@ -44,6 +44,12 @@ type Plan struct {
 	// The sandbox policy beyond Privileges.Landlock.
 	Timeout       time.Duration // the engine cancels the run this long after the runner started; 0: never
 	DieWithParent bool          // the host side cancels the run when corral's parent exits
+
+	// Overlay are the --overlay DIRs, absolute: the runner gets each
+	// writable, every change going to a layer in the changes folder
+	// (Changes, --changes; "": a new one under $XDG_STATE_HOME/corral).
+	Overlay []string
+	Changes string
 }
 
 // Privileges are applied to the runner alone, on the thread it is forked or
@@ -90,6 +96,9 @@ type Privileges struct {
 	// protected paths (Protect) beneath a writable one read-only
 	// (namespace modes, mounts.go).
 	Mounts bool
+	// Overlays are mounted over their Dir by the exec stage before the
+	// rest of the mounts (--overlay; set by the host side).
+	Overlays []OverlayMount
 }
 
 // Checked reports whether the runner's filter hands calls to the

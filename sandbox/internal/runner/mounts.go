@@ -67,6 +67,10 @@ func mountRules(p plan.Privileges) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return mountError("make the runner's mounts private", err)
 	}
+	// The layers first: DIR is then one of the writable paths below.
+	if err := mountOverlays(p.Overlays); err != nil {
+		return err
+	}
 	m := layout(p)
 	if err := m.apply(); err != nil {
 		return err

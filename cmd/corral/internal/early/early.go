@@ -38,12 +38,13 @@ const (
 	Version = "version"
 	Probe   = "probe"
 	Spec    = "spec"
+	Changes = "changes"
 )
 
 // IsSubcommand reports whether name is a subcommand.
 func IsSubcommand(name string) bool {
 	switch name {
-	case Version, Probe, Spec:
+	case Version, Probe, Spec, Changes:
 		return true
 	}
 	return false
