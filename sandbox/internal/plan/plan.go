@@ -172,3 +172,10 @@ type Namespaces struct {
 func (n Namespaces) Any() bool {
 	return n.IPC || n.UTS || n.User || n.Hostname != "" || n.PID
 }
+
+// OverlayMount is one --overlay DIR as the exec stage mounts it: lower =
+// Dir, Upper and Work in the run's changes folder (SPEC, "Copy-on-write
+// workspace"). The host side fills them in (package sandbox, overlay.go).
+type OverlayMount struct {
+	Dir, Upper, Work string
+}

@@ -42,7 +42,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -253,31 +252,6 @@ func readMounts() ([]proc.MountEntry, error) {
 	return out, nil
 }
 
-// at is the mount the caller sees at mountPoint (the last one stacked
-// there); nil: none.
-func at(table []proc.MountEntry, mountPoint string) *proc.MountEntry {
-	var top *proc.MountEntry
-	for i := range table {
-		if table[i].MountPoint == mountPoint {
-			top = &table[i]
-		}
-	}
-	return top
-}
-
-// containing is the mount path lies on in table: the one at its longest
-// prefix.
-func containing(table []proc.MountEntry, path string) *proc.MountEntry {
-	for dir := path; ; dir = filepath.Dir(dir) {
-		if e := at(table, dir); e != nil {
-			return e
-		}
-		if dir == "/" || dir == "." {
-			return nil
-		}
-	}
-}
-
 func hasOpt(opts []string, name string) bool { return slices.Contains(opts, name) }
 
 // setReadOnly sets or clears the read-only flag of the mount at path and
@@ -413,20 +387,6 @@ func mountError(step string, err error) *setuperr.SetupError {
 		s.Hint = "the read-only mounts of a namespace mode need Linux 5.12 or later (mount_setattr); use --mode subreaper, or a newer kernel; " + s.Hint
 	}
 	return s
-}
-
-// beneath reports whether path is dir or lies inside it.
-func beneath(path, dir string) bool {
-	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
-}
-
-func underAny(path string, dirs []string) bool {
-	for _, d := range dirs {
-		if beneath(path, d) {
-			return true
-		}
-	}
-	return false
 }
 
 // outermost drops every path that lies beneath another of paths.

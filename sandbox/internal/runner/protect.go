@@ -12,7 +12,6 @@ package runner
 import (
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/corral-sh/corral/sandbox/internal/plan"
 )
@@ -94,23 +93,4 @@ func protectedPaths(pr plan.Protection) protection {
 		}
 	}
 	return out
-}
-
-// canonical is path as Landlock resolves it: absolute, symlinks followed.
-// A path that cannot be resolved is Landlock's to refuse (it does, before
-// the runner starts).
-func canonical(path string) (string, bool) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return "", false
-	}
-	c, err := filepath.EvalSymlinks(abs)
-	return c, err == nil
-}
-
-func appendNew(s []string, v string) []string {
-	if slices.Contains(s, v) {
-		return s
-	}
-	return append(s, v)
 }
