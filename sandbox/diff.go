@@ -47,7 +47,7 @@ func writeDiff(w io.Writer, dir string, ch Change) {
 	if ch.Kind == 'D' {
 		b = "/dev/null"
 	}
-	if binary(old) || binary(new) {
+	if isBinary(old) || isBinary(new) {
 		fmt.Fprintf(w, "Binary files %s and %s differ\n", a, b)
 		return
 	}
@@ -63,7 +63,7 @@ func writeDiff(w io.Writer, dir string, ch Change) {
 	unified(w, ol, nl, 3)
 }
 
-func binary(b []byte) bool {
+func isBinary(b []byte) bool {
 	n := min(len(b), 8000)
 	return bytes.IndexByte(b[:n], 0) >= 0
 }

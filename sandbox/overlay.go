@@ -5,7 +5,7 @@ package sandbox
 // exec stage mounts the layers (package runner, overlay.go).
 
 import (
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/corral-sh/corral/internal/proc"
 	"github.com/corral-sh/corral/sandbox/internal/plan"
+	"golang.org/x/sys/unix"
 )
 
 // RunRecord is the changes folder's run.json: what the run was, and the
@@ -112,8 +113,14 @@ func prepareOverlay(run *plan.Plan) (*overlayRun, error) {
 	}
 	folder := run.Changes
 	if folder == "" {
+		// getrandom(2), not crypto/rand: that package links the FIPS
+		// module's initialisers into every launch (TestNoHTTPStack). A
+		// name only needs to be new; os.Mkdir below refuses one that is
+		// not, and the nanoseconds stand in where getrandom is refused.
 		var b [4]byte
-		_, _ = rand.Read(b[:])
+		if _, err := unix.Getrandom(b[:], 0); err != nil {
+			binary.NativeEndian.PutUint32(b[:], uint32(time.Now().UnixNano()))
+		}
 		folder = filepath.Join(ChangesDir(), time.Now().UTC().Format("20060102T150405Z")+"-"+hex.EncodeToString(b[:]))
 		if err := os.MkdirAll(ChangesDir(), 0o700); err != nil {
 			return nil, &SetupError{Step: "--overlay: make the changes folder", Err: err, Hint: "set --changes PATH to a folder corral may create"}

@@ -1151,12 +1151,16 @@ for port in 8081 8082; do
 	(printf 'CONNECT 127.0.0.1:%s HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nProxy-Authorization: Basic %s\r\n\r\n' $port $port "$auth"; sleep 1) | nc -w 5 "${hp%:*}" "${hp##*:}"
 done
 echo "== direct to 8081"
-nc 127.0.0.1 8081 </dev/null 2>&1; echo "direct=$?"`
+nc 127.0.0.1 8081 </dev/null 2>&1; echo "direct=$?"
+echo "== direct to 8082"
+nc 127.0.0.1 8082 </dev/null 2>&1; echo "direct=$?"`
 
 // --allow-net in the container's own mode: the runner reaches an allowed
-// destination through corral's proxy, is refused (403) another, and
-// cannot go around the proxy (seccomp + Landlock refuse the direct
-// connect). Waits on issue 18 and issue 20 point 3.
+// destination through corral's proxy, is refused (403) another, reaches
+// the allowed address directly too (an IP entry: the checker connects the
+// runner's own socket, issue 34), and cannot go around the policy to
+// another (seccomp + Landlock refuse the direct connect). Waits on issue
+// 18 and issue 20 point 3.
 func testPodmanAllowNet(t *testing.T, pe *engine) {
 	res := pe.netRun(t, "allow-net", allowNetRunner, "-v", "--allow-net", "127.0.0.1:8081")
 	if res.code != 0 {
@@ -1168,14 +1172,18 @@ func testPodmanAllowNet(t *testing.T, pe *engine) {
 	_, via8081, _ := strings.Cut(res.stdout, "== via proxy to 8081")
 	via8081, via8082, _ := strings.Cut(via8081, "== via proxy to 8082")
 	via8082, direct, _ := strings.Cut(via8082, "== direct to 8081")
+	direct, direct8082, _ := strings.Cut(direct, "== direct to 8082")
 	if !strings.Contains(via8081, " 200") || !strings.Contains(via8081, "hello-8081") {
 		t.Errorf("the allowed destination was not reached through the proxy: %q (all: %v)", via8081, res)
 	}
 	if !strings.Contains(via8082, " 403") || strings.Contains(via8082, "hello-8082") {
 		t.Errorf("the destination not allowed was not refused with 403: %q (all: %v)", via8082, res)
 	}
-	if strings.Contains(direct, "hello-8081") || !strings.Contains(direct, "Permission denied") {
-		t.Errorf("the runner went around the proxy, or was not refused with EACCES: %q", direct)
+	if !strings.Contains(direct, "hello-8081") {
+		t.Errorf("the allowed address was not reached directly (an IP entry): %q", direct)
+	}
+	if strings.Contains(direct8082, "hello-8082") || !strings.Contains(direct8082, "Permission denied") {
+		t.Errorf("the runner went around the policy, or was not refused with EACCES: %q", direct8082)
 	}
 	if !strings.Contains(res.stderr, "corral: network: denied 127.0.0.1:8082") {
 		t.Errorf("stderr does not name the refused destination: %q", res.stderr)
