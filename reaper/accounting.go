@@ -98,7 +98,12 @@ func (a *accounting) reaped(pid, exitCode int) {
 // edge, not a count: one signal may stand for many exits. __WALL includes
 // children that do not signal their exit. It needs no descriptor and no
 // memory beyond the accounting.
-func (e *engine) reap() {
+func (e *engine) reap() { e.reapThen(nil) }
+
+// reapThen is reap, with during run while the watcher's lock is still
+// held, after the last wait4 and before the exits are accounted: nothing
+// is reaped meanwhile.
+func (e *engine) reapThen(during func()) {
 	flags := unix.WNOHANG | unix.WALL
 	if e.jobs != nil {
 		flags |= unix.WUNTRACED // terminal mode: the runner's stops (jobcontrol.go)
@@ -117,6 +122,9 @@ func (e *engine) reap() {
 			break
 		}
 		exits = append(exits, exit{pid, ws})
+	}
+	if during != nil {
+		during()
 	}
 	e.watch.mu.Unlock()
 	for _, x := range exits {
@@ -153,12 +161,23 @@ func (e *engine) observe() {
 	if e.cfg.State == nil {
 		return
 	}
-	if e.watching {
-		e.reap() // the exits the watcher queued without waking the engine
-	}
-	kids, err := e.children()
-	if err != nil && e.restoreNOFILE() {
+	var kids []proc.Stat
+	var err error
+	scan := func() {
 		kids, err = e.children()
+		if err != nil && e.restoreNOFILE() {
+			kids, err = e.children()
+		}
+	}
+	if e.watching {
+		// The exits the watcher queued without waking the engine, and the
+		// scan, under one hold of its lock: a child the watcher reaped
+		// between the two would be missing from the scan with its exit
+		// not yet accounted, and counted a second time as an orphan
+		// adopted and gone between two scans (a CI run saw 301 of 300).
+		e.reapThen(scan)
+	} else {
+		scan()
 	}
 	if err != nil {
 		e.cfg.Logf("scan children: %v", err)
