@@ -257,22 +257,7 @@ func beneathPath(path, dir string) bool {
 
 // readMountTable is this process's mount table.
 func readMountTable() ([]proc.MountEntry, error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	var out []proc.MountEntry
-	for _, line := range strings.Split(string(data), "\n") {
-		if line == "" {
-			continue
-		}
-		e, err := proc.ParseMountLine(line)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, nil
+	return proc.ReadMountTable("/proc/self/mountinfo")
 }
 
 // shellPath is p as a shell reads it: bare when it can be.

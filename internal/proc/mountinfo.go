@@ -3,6 +3,7 @@ package proc
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -130,4 +131,33 @@ func ParseMountLine(line string) (MountEntry, error) {
 	}
 	e.SuperOptions = strings.Split(fields[sep+3], ",")
 	return e, nil
+}
+
+// ParseMountTable parses a whole mountinfo table. A line that is not what
+// the kernel writes is an error naming it: corral cannot keep restrictions
+// it cannot read, so it refuses rather than guess.
+func ParseMountTable(text string) ([]MountEntry, error) {
+	var out []MountEntry
+	for n, line := range strings.Split(text, "\n") {
+		if line == "" {
+			continue
+		}
+		e, err := ParseMountLine(line)
+		if err != nil {
+			return nil, fmt.Errorf("mountinfo line %d: %w", n+1, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// ReadMountTable reads and parses the mountinfo file at path:
+// /proc/self/mountinfo for the process's mount namespace, or
+// /proc/thread-self/mountinfo for a thread that unshared one of its own.
+func ReadMountTable(path string) ([]MountEntry, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMountTable(string(data))
 }

@@ -25,20 +25,7 @@ type mountEntry = proc.MountEntry
 // parseMountinfo parses a whole mountinfo table. A line that is not what
 // the kernel writes is an error: corral cannot keep restrictions it cannot
 // read, so it refuses rather than guess.
-func parseMountinfo(text string) ([]mountEntry, error) {
-	var out []mountEntry
-	for n, line := range strings.Split(text, "\n") {
-		if line == "" {
-			continue
-		}
-		e, err := proc.ParseMountLine(line)
-		if err != nil {
-			return nil, fmt.Errorf("mountinfo line %d: %w", n+1, err)
-		}
-		out = append(out, e)
-	}
-	return out, nil
-}
+func parseMountinfo(text string) ([]mountEntry, error) { return proc.ParseMountTable(text) }
 
 func hasOption(opts []string, name string) bool { return slices.Contains(opts, name) }
 

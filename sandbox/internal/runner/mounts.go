@@ -234,22 +234,7 @@ func bindWritable(path string, orig []proc.MountEntry) error {
 // readMounts reads this thread's mount table: the namespace is this
 // thread's alone (/proc/self would show the thread group leader's).
 func readMounts() ([]proc.MountEntry, error) {
-	data, err := os.ReadFile("/proc/thread-self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	var out []proc.MountEntry
-	for _, line := range strings.Split(string(data), "\n") {
-		if line == "" {
-			continue
-		}
-		e, err := proc.ParseMountLine(line)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, nil
+	return proc.ReadMountTable("/proc/thread-self/mountinfo")
 }
 
 func hasOpt(opts []string, name string) bool { return slices.Contains(opts, name) }
