@@ -94,10 +94,43 @@ func TestCheckerMetadataSubreaper(t *testing.T) {
 	wantTried(t, res, want(ro+"/f", []string{"EROFS"}))
 	wantTried(t, res, map[string][]string{"chmod:4755:" + ro + "/rootprog": {"EROFS"}})
 
+	// The inode flags (chattr, file_setattr): the checker does not make
+	// these calls for the runner, so under a filesystem rule they fail
+	// (EPERM) wherever they aim, beneath --writable too; without one they
+	// are the runner's to make.
+	attrs := func(p string) []string { return []string{"chattr:" + p, "file-setattr:" + p} }
+	res = e.run(e.args(nil, e.helper(append([]string{"checker-try"}, attrs(ctl+"/f")...)...)))
+	wantCode(t, res, 0)
+	wantTried(t, res, map[string][]string{"chattr:" + ctl + "/f": ok, "file-setattr:" + ctl + "/f": ok})
+	tries = append(append(attrs(ro+"/f"), attrs(w+"/f")...), attrs(ro+"/rootprog")...)
+	res = e.run(e.args([]string{"--writable", w}, e.helper(append([]string{"checker-try"}, tries...)...)))
+	wantCode(t, res, 0)
+	for _, op := range tries {
+		wantTried(t, res, map[string][]string{op: {"EPERM"}})
+	}
+	if flags := inodeFlags(t, ro+"/rootprog"); flags&0x40 != 0 {
+		t.Errorf("%s got the no-dump flag under the policy (flags %#x)", ro+"/rootprog", flags)
+	}
+
 	for p, was := range before {
 		if now := metaOf(t, p); now != was {
 			t.Errorf("%s changed under the policy: %+v, was %+v", p, now, was)
 		}
 	}
 	e.assertGone()
+}
+
+// inodeFlags are a file's FS_IOC_GETFLAGS flags.
+func inodeFlags(t *testing.T, path string) uint32 {
+	t.Helper()
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return flags
 }

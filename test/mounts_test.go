@@ -106,6 +106,8 @@ func (e *env) metaOps(path string, want []string) map[string][]string {
 		"fchmod-ro:" + path + ":666": want,
 		"setxattr:" + path:           want,
 		"utimes:" + path:             want,
+		"chattr:" + path:             want,
+		"file-setattr:" + path:       want,
 	}
 	// The runner owns the file: without a capability, it may still give
 	// it to its own group.

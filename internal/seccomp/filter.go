@@ -242,13 +242,24 @@ func runnerFilter(goarch string, r RunnerRules) ([]unix.SockFilter, error) {
 	if err != nil {
 		return nil, err
 	}
-	blocks := []block{{abi: p.native, rules: terminalRules(p.native), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, meta: r.NotifyMetadata,
+	blocks := []block{{abi: p.native, rules: runnerRules(p.native, r), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, meta: r.NotifyMetadata,
 		writes: r.NotifyWrites && r.NotifyAddresses, ioUring: r.DenyIOURing, guard: r.Guard}}
 	for _, c := range p.compat {
-		blocks = append(blocks, block{abi: c, rules: terminalRules(c), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, meta: r.NotifyMetadata,
+		blocks = append(blocks, block{abi: c, rules: runnerRules(c, r), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, meta: r.NotifyMetadata,
 			writes: r.NotifyWrites && r.NotifyAddresses, ioUring: r.DenyIOURing, guard: r.Guard})
 	}
 	return assemble(blocks)
+}
+
+// runnerRules are the plain errno rules of the runner's filter at one
+// entry point: the terminal's, and under NotifyMetadata the inode flag
+// changes (attrRules).
+func runnerRules(a abi, r RunnerRules) []Rule {
+	rules := terminalRules(a)
+	if r.NotifyMetadata {
+		rules = append(rules, attrRules(a)...)
+	}
+	return rules
 }
 
 func terminalRules(a abi) []Rule {

@@ -31,6 +31,9 @@ func TestMetadataFilterEveryEntryPoint(t *testing.T) {
 					if isMeta && meta {
 						want = unix.SECCOMP_RET_USER_NOTIF
 					}
+					if nr == fileSetattr && meta {
+						want = eperm
+					}
 					switch nr {
 					case p.native.connect, p.native.bind, p.native.listen:
 						want = unix.SECCOMP_RET_USER_NOTIF
@@ -64,6 +67,32 @@ func TestMetadataFilterEveryEntryPoint(t *testing.T) {
 						if got := mustRun(t, prog, seccompData{nr: int32(nr), arch: c.audit, args: [6]uint64{3, unix.TIOCSTI}}); got != eperm {
 							t.Errorf("%s ioctl TIOCSTI: %s, want EPERM", c.name, actionString(got))
 						}
+					}
+				}
+				// The inode flags: chattr's ioctls (the high bits of the
+				// request ignored, as the kernel does) and file_setattr,
+				// at every entry point; other ioctls pass.
+				for _, ab := range append([]abi{p.native}, p.compat...) {
+					for _, nr := range ab.ioctl {
+						for _, req := range []uint64{fsIocSetflags, fsIoc32Setflags, fsIocFssetxattr, 0xffffffff00000000 | fsIocSetflags} {
+							want := uint32(unix.SECCOMP_RET_ALLOW)
+							if meta {
+								want = eperm
+							}
+							if got := mustRun(t, prog, seccompData{nr: int32(nr), arch: ab.audit, args: [6]uint64{3, req}}); got != want {
+								t.Errorf("%s ioctl %#x: %s, want %s", ab.name, req, actionString(got), actionString(want))
+							}
+						}
+						if got := mustRun(t, prog, seccompData{nr: int32(nr), arch: ab.audit, args: [6]uint64{3, 0x80086601}}); got != unix.SECCOMP_RET_ALLOW {
+							t.Errorf("%s ioctl FS_IOC_GETFLAGS: %s, want allow", ab.name, actionString(got))
+						}
+					}
+					want := uint32(unix.SECCOMP_RET_ALLOW)
+					if meta {
+						want = eperm
+					}
+					if got := mustRun(t, prog, seccompData{nr: fileSetattr, arch: ab.audit}); got != want {
+						t.Errorf("%s file_setattr: %s, want %s", ab.name, actionString(got), actionString(want))
 					}
 				}
 			})

@@ -255,6 +255,10 @@ func checkerTry(op string) error {
 		}
 		defer unix.Close(fd)
 		return unix.Fchmod(fd, uint32(mode))
+	case "chattr":
+		return chattrNoDump(arg)
+	case "file-setattr":
+		return fileSetattrNoDump(arg)
 	case "chown":
 		return unix.Chown(arg, os.Getuid(), os.Getgid())
 	case "setxattr":

@@ -83,6 +83,10 @@ func tryMeta(op string) error {
 			return fmt.Errorf("op %q: bad ids", op)
 		}
 		return unix.Chown(parts[0], uid, gid)
+	case "chattr":
+		return chattrNoDump(arg)
+	case "file-setattr":
+		return fileSetattrNoDump(arg)
 	case "setxattr":
 		return unix.Setxattr(arg, "user.corral", []byte("x"), 0)
 	case "setcap":
