@@ -55,10 +55,13 @@ func Launch(o Options) (int, error) {
 	// gone, before corral exits.
 	defer n.close()
 	// Namespace modes hold the protected paths that exist as mounts;
-	// what the run creates at an absent one is moved aside at its end.
+	// what the run creates at an absent one is moved aside as it
+	// appears, and once more at its end (protectwatch.go).
 	absent := findAbsent(run.Privileges.Protect)
 	pidns := func() (int, error) {
+		watch := watchAbsent(p, absent)
 		status, err := runPidns(p, n)
+		watch.close()
 		var unavailable *explain.UnavailableError
 		if !errors.As(err, &unavailable) {
 			quarantine(p, absent)

@@ -7,11 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"fmt"
 	"github.com/corral-sh/corral/sandbox/internal/plan"
-	"github.com/corral-sh/corral/sandbox/internal/stage"
-	"golang.org/x/sys/unix"
-	"slices"
 )
 
 // The facts the protected-path list is computed from (plan.Protect),
@@ -217,68 +213,4 @@ func hooksPath(file string) string {
 		value = strings.Trim(v, "\"")
 	}
 	return value
-}
-
-// absentProtected are the protected paths beneath a writable one that do
-// not exist when the run starts, and the matches of each pattern that do:
-// in namespace modes only what exists can be a read-only mount, so what
-// the run creates at one of these names is moved aside when it ends
-// (quarantine).
-type absentProtected struct {
-	paths    []string            // protected names that did not exist
-	patterns map[string][]string // pattern → what matched at the start
-}
-
-func findAbsent(pr plan.Protection) absentProtected {
-	a := absentProtected{patterns: map[string][]string{}}
-	for _, p := range pr.Paths {
-		if _, err := os.Lstat(p); os.IsNotExist(err) {
-			a.paths = append(a.paths, p)
-		}
-	}
-	for _, pat := range pr.Patterns {
-		m, _ := filepath.Glob(pat)
-		a.patterns[pat] = m
-	}
-	return a
-}
-
-// quarantine moves aside, once the runner's tree is gone (nothing of it
-// can race this), each protected name the run created that did not exist
-// at its start: renamed to NAME.corral-refused (a free name beside it),
-// which no tool runs or reads (git runs hooks by their exact names;
-// direnv reads .envrc; editors read settings.json, tasks.json). Nothing
-// is deleted: the user can look at what the run tried to plant. Each is
-// named on stderr as a refused write.
-func quarantine(p *stage.Proc, a absentProtected) {
-	var created []string
-	for _, path := range a.paths {
-		if _, err := os.Lstat(path); err == nil {
-			created = append(created, path)
-		}
-	}
-	for pat, before := range a.patterns {
-		now, _ := filepath.Glob(pat)
-		for _, m := range now {
-			if !slices.Contains(before, m) {
-				created = append(created, m)
-			}
-		}
-	}
-	for _, path := range created {
-		aside := path + ".corral-refused"
-		for i := 2; ; i++ {
-			if _, err := os.Lstat(aside); os.IsNotExist(err) {
-				break
-			}
-			aside = fmt.Sprintf("%s.corral-refused-%d", path, i)
-		}
-		// RENAME_NOREPLACE: a name that appeared meanwhile is never
-		// overwritten.
-		if err := unix.Renameat2(unix.AT_FDCWD, path, unix.AT_FDCWD, aside, unix.RENAME_NOREPLACE); err != nil {
-			p.Warnf("sandbox: the run created the protected path %s, and it could not be moved aside: %v; remove it before you use the folder", escapePath(path), err)
-			continue
-		}
-		p.Warnf("sandbox: refused write to %s: a protected path the run created; moved aside to %s", escapePath(path), escapePath(aside))
-	}
 }

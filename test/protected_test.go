@@ -273,7 +273,9 @@ func TestProtectedPathsAbsentMovedAside(t *testing.T) {
 			t.Fatal(err)
 		}
 		os.Lchown(j(".claude"), m.uid(), m.uid())
-		script := `set -e; cd "$1"
+		// No set -e: a folder may be moved aside between its mkdir and
+		// the write into it (TestProtectedPathsAbsentMovedAsideLive).
+		script := `cd "$1"
 echo 'echo PLANTED' > .envrc
 mkdir -p .vscode && echo '{}' > .vscode/tasks.json
 echo '{}' > .claude/settings.json
@@ -297,6 +299,36 @@ echo done`
 		}
 		if b, _ := os.ReadFile(j(".bashrc")); string(b) != "# the user's\n" {
 			t.Errorf(".bashrc changed: %q", b)
+		}
+	})
+}
+
+// ... and moved aside the moment it appears, while the run goes on: a
+// hook planted at the start of a long agent run is not there for the
+// user's own git commit in another terminal. A folder renamed into place
+// with a protected file inside is seen too. The runner itself waits (a
+// generous bound) for each to be moved aside.
+func TestProtectedPathsAbsentMovedAsideLive(t *testing.T) {
+	namespaceModes(t, func(t *testing.T, m mode) {
+		e := newEnv(t, m)
+		p := gitProject(t, e)
+		script := `cd "$1"
+wait_aside() { i=0; while [ ! -e "$1.corral-refused" ]; do i=$((i+1)); [ $i -gt 300 ] && { echo "not-moved:$1"; return; }; sleep 0.01; done; echo "moved:$1"; }
+echo 'echo PLANTED' > .envrc
+wait_aside .envrc
+mkdir staged && echo '{}' > staged/settings.json && mv staged .claude
+wait_aside .claude/settings.json
+echo '{}' > .mcp.json.tmp && mv .mcp.json.tmp .mcp.json
+wait_aside .mcp.json`
+		res := e.run(e.args(opts("", "2", "--writable", p), []string{"/bin/sh", "-c", script, "sh", p}))
+		wantCode(t, res, 0)
+		for _, n := range []string{".envrc", ".claude/settings.json", ".mcp.json"} {
+			if !strings.Contains(res.stdout, "moved:"+n+"\n") {
+				t.Errorf("%s was not moved aside during the run:\n%s\nstderr: %s", n, res.stdout, res.stderr)
+			}
+			if _, err := os.Lstat(filepath.Join(p, n)); err == nil {
+				t.Errorf("%s is at its name after the run", n)
+			}
 		}
 	})
 }

@@ -87,7 +87,7 @@ enforce what is asked is an error, {setup}, never a run without it):
                          repeatable. Protected even beneath PATH (read-only,
                          not renamed or removed; one the run creates where
                          none was is refused in subreaper mode, moved aside
-                         to NAME.corral-refused at the end in pidns mode):
+                         to NAME.corral-refused as it appears in pidns mode):
                          at PATH's top (and $HOME's, when beneath PATH)
                          .gitmodules .bashrc .bash_profile .bash_login .profile
                          .zshrc .zshenv .zprofile .envrc .vscode/ .idea/
