@@ -25,6 +25,9 @@ function metric(unit,    i) {
 	mbs[p[2], leaf($1)] = metric("MB/s")
 }
 /^BenchmarkSetup\// { setup[leaf($1)] = metric("ns/op") }
+# Issue 34: a plain-http download through the proxy as an absolute-URI
+# request, against the bare relay in the same run.
+/^BenchmarkAbsoluteURI\// { abs[leaf($1)] = metric("MB/s") }
 /^BenchmarkCheckedConnect/ {
 	name = $1
 	sub(/-[0-9]+$/, "", name)
@@ -53,7 +56,7 @@ function metric(unit,    i) {
 function verdict(ok) { return ok ? "met" : "**missed**" }
 
 END {
-	print "### Targets (issue 27: the proxy and the socket checker; issue 33: the filesystem rules)"
+	print "### Targets (issue 27: the proxy and the socket checker; issue 33: the filesystem rules; issue 34: plain-http downloads)"
 	print ""
 	print "| target | measured | |"
 	print "|---|---|---|"
@@ -110,4 +113,10 @@ END {
 		line = line sprintf("; the build before, --writable: %d ms: %.2f×", bw, w / bw)
 		printf "| tar -x of 20,000 files, %s, --writable ≤ 1.05× the build before | %s | %s |\n", mode, line, verdict(w / bw <= 1.05)
 	}
+	if (abs["direct"] != "" && abs["relay-floor"] != "")
+		for (name in abs) {
+			if (name !~ /^(absolute-uri|connect)/)
+				continue
+			printf "| %s download (issue 34): at least the bare relay | %.0f MB/s vs the relay's %.0f: %.2f× (direct %.0f) | %s |\n", name, abs[name], abs["relay-floor"], abs[name] / abs["relay-floor"], abs["direct"], (name ~ /buffered/) ? "reported" : verdict(abs[name] >= abs["relay-floor"])
+		}
 }

@@ -483,14 +483,54 @@ func (p *Proxy) relayResponse(c net.Conn, up io.Reader, req *request) {
 		io.WriteString(cw, "Transfer-Encoding: chunked\r\n")
 	}
 	io.WriteString(cw, "Connection: close\r\n\r\n")
-	if rf.length == 0 && !rf.chunked {
+	cu, counted := up.(*countingConn)
+	switch {
+	case rf.length == 0 && !rf.chunked:
 		err = cw.Flush()
-	} else {
+	case !rf.chunked && counted:
+		err = spliceBody(c, cw, ubr, cu, rf.length)
+	default:
 		err = copyBody(cw, ubr, rf, rawChunks)
 	}
 	if err == nil {
 		lingerClose(c)
 	}
+}
+
+// spliceBody copies a response body of length bytes (below 0: up to
+// the end) to c: what reading the head took of it from ubr, then the rest
+// socket to socket with splice(2), so a download through the proxy never
+// enters user space (a buffered copy made this path about 0.7x the
+// CONNECT tunnel's). The head in cw goes first.
+func spliceBody(c net.Conn, cw *bufio.Writer, ubr *bufio.Reader, up *countingConn, length int64) error {
+	n := int64(ubr.Buffered())
+	if length >= 0 {
+		n = min(n, length)
+	}
+	if _, err := io.CopyN(cw, ubr, n); err != nil {
+		return err
+	}
+	if err := cw.Flush(); err != nil {
+		return err
+	}
+	left := int64(-1)
+	if length >= 0 {
+		left = length - n
+	}
+	m, err, ok := spliceStreamN(c, up.Conn, left, copyBuffered)
+	if !ok {
+		// No pipe to splice through (EMFILE): a pooled buffer.
+		var src net.Conn = up.Conn
+		if left >= 0 {
+			src = limitedConn{up.Conn, &io.LimitedReader{R: up.Conn, N: left}}
+		}
+		m, err = copyBuffered(c, src)
+	}
+	up.read += m
+	if err == nil && left > 0 && m < left {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // readResponseHead reads a status line and header.

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -512,4 +513,65 @@ func TestConnectEarlyData(t *testing.T) {
 	if want := "HTTP/1.1 200 Connection established\r\n\r\nearly bytes"; string(got) != want {
 		t.Errorf("got %q; want %q", got, want)
 	}
+}
+
+// A large absolute-URI download goes socket to socket (spliceBody): every
+// byte arrives, exactly, with a Content-Length and delimited by the close,
+// spliced or copied through a buffer; extra bytes after a Content-Length
+// body are not passed on; a body cut short ends the client's connection
+// before its length.
+func TestHTTPAbsoluteURILargeBody(t *testing.T) {
+	const size = 3<<20 + 17
+	payload := make([]byte, size)
+	for i := range payload {
+		payload[i] = byte(i*7 + i>>11)
+	}
+	srv := startServer(t, "tcp", "127.0.0.1:0", func(c net.Conn) {
+		c.SetDeadline(time.Now().Add(hangLimit))
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		switch req.URL.Path {
+		case "/length":
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", size)
+			c.Write(payload)
+			c.Write([]byte("TRAILING JUNK"))
+		case "/close":
+			io.WriteString(c, "HTTP/1.1 200 OK\r\n\r\n")
+			c.Write(payload)
+		case "/short":
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", size)
+			c.Write(payload[:size/2])
+		}
+	})
+	tp := startProxy(t, Config{}, "127.0.0.0/8:*")
+	get := func(path string) ([]byte, error) {
+		c, err := net.Dial("tcp", tp.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(hangLimit))
+		fmt.Fprintf(c, "GET http://127.0.0.1:%d%s HTTP/1.1\r\nHost: x\r\n%s\r\n", srv.port(), path, authHeader(tp.addr))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		return io.ReadAll(resp.Body)
+	}
+	for _, buffered := range []bool{false, true} {
+		spliceDisabled.Store(buffered)
+		for _, path := range []string{"/length", "/close"} {
+			body, err := get(path)
+			if err != nil || !bytes.Equal(body, payload) {
+				t.Errorf("buffered=%v %s: %d bytes (want %d), equal %v, %v", buffered, path, len(body), size, bytes.Equal(body, payload), err)
+			}
+		}
+		if body, err := get("/short"); err == nil || len(body) >= size {
+			t.Errorf("buffered=%v a body cut short: %d bytes, %v; want an error before %d", buffered, len(body), err, size)
+		}
+	}
+	spliceDisabled.Store(false)
 }

@@ -75,6 +75,17 @@ func shrunkPipe() { bigPipeLeft.Add(bigPipe) }
 // once started, with the pipe empty, the rest is copied through a buffer
 // (fallback).
 func spliceStream(dst, src net.Conn, fallback func(dst, src net.Conn) (int64, error)) (written int64, err error, ok bool) {
+	return spliceStreamN(dst, src, -1, fallback)
+}
+
+// spliceStreamN is spliceStream that stops after limit bytes (limit < 0:
+// at EOF, as spliceStream); a src that ends before them ends it early
+// with no error, as io.Copy of an io.LimitReader does. fallback then gets
+// only what is left of limit to copy.
+func spliceStreamN(dst, src net.Conn, limit int64, fallback func(dst, src net.Conn) (int64, error)) (written int64, err error, ok bool) {
+	if limit == 0 {
+		return 0, nil, true
+	}
 	if spliceDisabled.Load() || !streamSocket(dst) || !streamSocket(src) {
 		return 0, nil, false
 	}
@@ -100,12 +111,19 @@ func spliceStream(dst, src net.Conn, fallback func(dst, src net.Conn) (int64, er
 	}()
 
 	for {
+		ask := spliceMax
+		if limit >= 0 {
+			if limit-written <= 0 {
+				return written, nil, true
+			}
+			ask = int(min(int64(ask), limit-written))
+		}
 		// src into the pipe, which is empty: EAGAIN means src has nothing.
 		var n int64
 		var serr error
 		rerr := rc.Read(func(fd uintptr) bool {
 			for {
-				n, serr = unix.Splice(int(fd), nil, pw, nil, spliceMax, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+				n, serr = unix.Splice(int(fd), nil, pw, nil, ask, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 				if serr != unix.EINTR {
 					return serr != unix.EAGAIN
 				}
@@ -117,6 +135,9 @@ func spliceStream(dst, src net.Conn, fallback func(dst, src net.Conn) (int64, er
 		case serr == unix.EINVAL && fallback != nil:
 			// This socket cannot be spliced from (nothing was taken
 			// from it): copy the rest the ordinary way.
+			if limit >= 0 {
+				src = limitedConn{src, &io.LimitedReader{R: src, N: limit - written}}
+			}
 			m, err := fallback(dst, src)
 			return written + m, err, true
 		case serr != nil:

@@ -9,3 +9,7 @@ import "net"
 func spliceStream(dst, src net.Conn, fallback func(dst, src net.Conn) (int64, error)) (int64, error, bool) {
 	return 0, nil, false
 }
+
+func spliceStreamN(dst, src net.Conn, limit int64, fallback func(dst, src net.Conn) (int64, error)) (int64, error, bool) {
+	return 0, nil, false
+}

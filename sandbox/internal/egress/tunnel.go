@@ -99,3 +99,11 @@ var spliceDisabled atomic.Bool
 // io.CopyBuffer ignore the pooled buffer and allocate its own.
 type readerOnly struct{ io.Reader }
 type writerOnly struct{ io.Writer }
+
+// limitedConn reads at most what its LimitedReader has left.
+type limitedConn struct {
+	net.Conn
+	r *io.LimitedReader
+}
+
+func (c limitedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
