@@ -279,7 +279,8 @@ func (a *agentAPI) openAI(w http.ResponseWriter, body []byte) string {
 // gemini answers a generateContent request: a run_shell_command call when
 // the tool is offered and no functionResponse came back yet, else the
 // final text (JSON when the request asks for JSON: gemini-cli's side
-// questions, such as who speaks next, are answered "the user").
+// questions, such as who speaks next, are answered "the user"; the model
+// router is told the task is simple).
 func (a *agentAPI) gemini(w http.ResponseWriter, body []byte, stream bool) string {
 	var req struct {
 		Contents []struct {
