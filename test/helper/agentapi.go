@@ -163,14 +163,17 @@ func (a *agentAPI) anthropic(w http.ResponseWriter, body []byte) string {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return "bad request"
 	}
-	answered := false
+	answered, result := false, ""
 	for _, m := range req.Messages {
 		var blocks []struct {
-			Type string `json:"type"`
+			Type    string          `json:"type"`
+			Content json.RawMessage `json:"content"`
 		}
 		json.Unmarshal(m.Content, &blocks) // a plain string has no blocks
 		for _, b := range blocks {
-			answered = answered || b.Type == "tool_result"
+			if b.Type == "tool_result" {
+				answered, result = true, string(b.Content)
+			}
 		}
 	}
 	offered := false
@@ -186,6 +189,7 @@ func (a *agentAPI) anthropic(w http.ResponseWriter, body []byte) string {
 		stop, what = "tool_use", "tool_use Bash"
 	} else {
 		block = map[string]any{"type": "text", "text": finalText}
+		what = "text after tool result " + result
 	}
 	usage := map[string]any{"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 	msg := map[string]any{"id": fmt.Sprintf("msg_mock%d", n), "type": "message", "role": "assistant", "model": req.Model,
@@ -225,7 +229,8 @@ func (a *agentAPI) anthropic(w http.ResponseWriter, body []byte) string {
 func (a *agentAPI) openAI(w http.ResponseWriter, body []byte) string {
 	var req struct {
 		Input []struct {
-			Type string `json:"type"`
+			Type   string          `json:"type"`
+			Output json.RawMessage `json:"output"`
 		} `json:"input"`
 		Tools []struct {
 			Type string `json:"type"`
@@ -236,9 +241,11 @@ func (a *agentAPI) openAI(w http.ResponseWriter, body []byte) string {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return "bad request"
 	}
-	answered := false
+	answered, result := false, ""
 	for _, in := range req.Input {
-		answered = answered || strings.HasSuffix(in.Type, "_call_output")
+		if strings.HasSuffix(in.Type, "_call_output") {
+			answered, result = true, string(in.Output)
+		}
 	}
 	n := a.seq.Add(1)
 	var item map[string]any
@@ -263,6 +270,9 @@ func (a *agentAPI) openAI(w http.ResponseWriter, body []byte) string {
 		}
 	}
 	if item == nil {
+		if answered {
+			what = "message after tool result " + result
+		}
 		item = map[string]any{"type": "message", "id": fmt.Sprintf("msg_mock%d", n), "role": "assistant", "status": "completed",
 			"content": []any{map[string]any{"type": "output_text", "text": finalText, "annotations": []any{}}}}
 	}
@@ -299,11 +309,12 @@ func (a *agentAPI) gemini(w http.ResponseWriter, body []byte, stream bool) strin
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return "bad request"
 	}
-	answered := false
+	answered, result := false, ""
 	for _, c := range req.Contents {
 		for _, p := range c.Parts {
-			_, ok := p["functionResponse"]
-			answered = answered || ok
+			if r, ok := p["functionResponse"]; ok {
+				answered, result = true, string(r)
+			}
 		}
 	}
 	offered := false
@@ -325,6 +336,9 @@ func (a *agentAPI) gemini(w http.ResponseWriter, body []byte, stream bool) strin
 		what = "json"
 	default:
 		part = map[string]any{"text": finalText}
+		if answered {
+			what = "text after tool result " + result
+		}
 	}
 	resp := map[string]any{
 		"candidates": []any{map[string]any{"index": 0, "finishReason": "STOP",
