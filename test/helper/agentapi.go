@@ -8,9 +8,10 @@ package main
 // requests (a title, a next-speaker check, a token count) get a final
 // message too.
 //
-//	agentapi -addr HOST:PORT [-port-file F] [-log F] -run CMD
+//	agentapi -addr HOST:PORT [-port-file F] [-log F] [-dump DIR] -run CMD
 //	    serve until killed; F gets the port once listening; -log gets one
-//	    line per request (method, path, what was answered)
+//	    line per request (method, path, what was answered, the tool's
+//	    result the request carried); -dump DIR gets each request's body
 //
 // The APIs, as the CLIs pinned in test/agents_test.go use them:
 //   - Anthropic Messages (Claude Code): POST /v1/messages, server-sent
@@ -30,6 +31,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +45,7 @@ func cmdAgentAPI(fs *flag.FlagSet) func(*common) error {
 	portFile := fs.String("port-file", "", "file to write the port to once listening")
 	logPath := fs.String("log", "", "file to log each request to")
 	run := fs.String("run", "", "the shell command the tool call runs")
+	dump := fs.String("dump", "", "folder to write each request's body to (to adapt the mock to a new CLI version)")
 	return func(c *common) error {
 		if *run == "" {
 			return fmt.Errorf("agentapi: -run is required")
@@ -51,7 +54,7 @@ func cmdAgentAPI(fs *flag.FlagSet) func(*common) error {
 		if err != nil {
 			return err
 		}
-		a := &agentAPI{run: *run}
+		a := &agentAPI{run: *run, dump: *dump}
 		if *logPath != "" {
 			f, err := os.OpenFile(*logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 			if err != nil {
@@ -74,10 +77,12 @@ func cmdAgentAPI(fs *flag.FlagSet) func(*common) error {
 }
 
 type agentAPI struct {
-	run string
-	seq atomic.Int64 // ids of the answers
-	mu  sync.Mutex
-	log io.Writer
+	run  string
+	dump string
+	seq  atomic.Int64 // ids of the answers
+	reqs atomic.Int64 // requests seen, to name the dumps
+	mu   sync.Mutex
+	log  io.Writer
 }
 
 func (a *agentAPI) logf(format string, args ...any) {
@@ -91,6 +96,9 @@ func (a *agentAPI) logf(format string, args ...any) {
 
 func (a *agentAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	if a.dump != "" {
+		os.WriteFile(filepath.Join(a.dump, fmt.Sprintf("%03d.json", a.reqs.Add(1))), body, 0o644)
+	}
 	path := r.URL.Path
 	var answer string
 	switch {
@@ -231,29 +239,39 @@ func (a *agentAPI) openAI(w http.ResponseWriter, body []byte) string {
 		Input []struct {
 			Type   string          `json:"type"`
 			Output json.RawMessage `json:"output"`
+			Tools  []openAITool    `json:"tools"` // an additional_tools item
 		} `json:"input"`
-		Tools []struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
-		} `json:"tools"`
+		Tools []openAITool `json:"tools"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return "bad request"
 	}
 	answered, result := false, ""
+	tools := flatTools(req.Tools)
 	for _, in := range req.Input {
 		if strings.HasSuffix(in.Type, "_call_output") {
 			answered, result = true, string(in.Output)
 		}
+		tools = append(tools, flatTools(in.Tools)...)
 	}
 	n := a.seq.Add(1)
 	var item map[string]any
 	what := "message"
 	if !answered {
-		for _, t := range req.Tools {
+		for _, t := range tools {
 			var args any
 			switch t.Name {
+			case "exec":
+				// Code mode (codex's default model): one JavaScript cell
+				// that calls the nested exec_command tool.
+				if t.Type != "custom" {
+					continue
+				}
+				item = map[string]any{"type": "custom_tool_call", "id": fmt.Sprintf("ctc_mock%d", n), "call_id": fmt.Sprintf("call_mock%d", n),
+					"name": t.Name, "status": "completed",
+					"input": fmt.Sprintf("const r = await tools.exec_command({cmd: %s});\ntext(r);\n", mustJSON(a.run))}
+				what = "custom_tool_call exec"
 			case "shell":
 				args = map[string]any{"command": []string{"sh", "-c", a.run}}
 			case "shell_command":
@@ -262,6 +280,9 @@ func (a *agentAPI) openAI(w http.ResponseWriter, body []byte) string {
 				args = map[string]any{"cmd": a.run}
 			default:
 				continue
+			}
+			if item != nil {
+				break
 			}
 			item = map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_mock%d", n), "call_id": fmt.Sprintf("call_mock%d", n),
 				"name": t.Name, "arguments": mustJSON(args), "status": "completed"}
@@ -272,6 +293,12 @@ func (a *agentAPI) openAI(w http.ResponseWriter, body []byte) string {
 	if item == nil {
 		if answered {
 			what = "message after tool result " + result
+		} else {
+			var names []string
+			for _, t := range tools {
+				names = append(names, t.Type+":"+t.Name)
+			}
+			what = "message: no shell tool among " + strings.Join(names, ", ")
 		}
 		item = map[string]any{"type": "message", "id": fmt.Sprintf("msg_mock%d", n), "role": "assistant", "status": "completed",
 			"content": []any{map[string]any{"type": "output_text", "text": finalText, "annotations": []any{}}}}
@@ -284,6 +311,23 @@ func (a *agentAPI) openAI(w http.ResponseWriter, body []byte) string {
 		"usage": map[string]any{"input_tokens": 10, "input_tokens_details": map[string]any{"cached_tokens": 0},
 			"output_tokens": 5, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": 15}}})
 	return what
+}
+
+// openAITool is a tool a Responses request offers; a namespace holds more.
+type openAITool struct {
+	Type  string       `json:"type"`
+	Name  string       `json:"name"`
+	Tools []openAITool `json:"tools"`
+}
+
+// flatTools lists the tools, those inside namespaces included.
+func flatTools(ts []openAITool) []openAITool {
+	var out []openAITool
+	for _, t := range ts {
+		out = append(out, t)
+		out = append(out, flatTools(t.Tools)...)
+	}
+	return out
 }
 
 // gemini answers a generateContent request: a run_shell_command call when
