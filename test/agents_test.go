@@ -44,6 +44,7 @@ type agentCLI struct {
 	args    []string // after the runner: one non-interactive turn
 	mkdirs  []string // beneath $HOME, made before the run (a --writable path must exist)
 	env     []string // the caller's: dummy keys, as a user's real ones would come
+	minNode int      // the oldest Node major version it runs on (0: any that runs npm)
 }
 
 // The CLIs and versions of docs/agents.md; .ci/run installs the same.
@@ -59,12 +60,35 @@ var (
 	geminiCLI = agentCLI{name: "gemini", pkg: "@google/gemini-cli", version: "0.61.0", bin: "gemini",
 		args:   []string{"-p", "Run the command.", "--yolo"},
 		mkdirs: []string{".gemini", ".cache/agent/tmp"},
-		env:    []string{"GEMINI_API_KEY=dummy"}}
+		env:    []string{"GEMINI_API_KEY=dummy"}, minNode: 20}
+	agentCLIs = []agentCLI{claudeCLI, codexCLI, geminiCLI}
 )
 
 func TestAgentClaudeCode(t *testing.T) { testAgentCLI(t, claudeCLI) }
 func TestAgentCodex(t *testing.T)      { testAgentCLI(t, codexCLI) }
 func TestAgentGemini(t *testing.T)     { testAgentCLI(t, geminiCLI) }
+
+// The versions pinned here are the ones .ci/run installs and the page
+// tells users to install.
+func TestAgentPinsInCI(t *testing.T) {
+	t.Parallel()
+	var pins []string
+	for _, cli := range agentCLIs {
+		pins = append(pins, cli.pkg+"@"+cli.version)
+	}
+	for _, c := range []struct{ file, want string }{
+		{"../.ci/run", "agent_clis=(" + strings.Join(pins, " ") + ")"},
+		{"../docs/agents.md", "npm install -g " + strings.Join(pins, " ")},
+	} {
+		data, err := os.ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), c.want+"\n") {
+			t.Errorf("%s does not have the line %q", c.file, c.want)
+		}
+	}
+}
 
 // agentRunTimeout bounds one CLI's turn under corral (it takes seconds;
 // a hang must not eat the suite's budget).
@@ -214,6 +238,12 @@ func installAgentCLI(t *testing.T, cli agentCLI) string {
 	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
 		missingFeature(t, "node is needed to run "+cli.pkg+" (.ci/run installs nodejs and npm)")
+	}
+	if cli.minNode > 0 {
+		out, err := exec.Command("node", "-p", "process.versions.node.split('.')[0]").Output()
+		if major, _ := strconv.Atoi(strings.TrimSpace(string(out))); err != nil || major < cli.minNode {
+			missingFeature(t, fmt.Sprintf("%s@%s needs Node %d or later; node here is major version %q (%v)", cli.pkg, cli.version, cli.minNode, strings.TrimSpace(string(out)), err))
+		}
 	}
 	prefix := filepath.Join(npmCache(), strings.TrimPrefix(strings.ReplaceAll(cli.pkg, "/", "+"), "@")+"@"+cli.version)
 	mu, _ := installMu.LoadOrStore(prefix, &sync.Mutex{})
