@@ -61,3 +61,26 @@ func (c *Checker) throughFD(f *fsCall, dir string) (fd int, rest string, ok bool
 	}
 	return dup, rest, true, 0
 }
+
+// procFDThrough tells a path that goes through one of the caller's own
+// descriptors as the metadata calls see it (chmod("/proc/self/fd/N/f"),
+// as throughFD for the writes): N and the rest, relative to it ("." when
+// empty); ok is false for any other path, and for N alone (procFD's).
+func procFDThrough(path string) (n int, rest string, ok bool) {
+	for _, p := range []string{"/proc/self/fd/", "/proc/thread-self/fd/", "/dev/fd/"} {
+		tail, found := strings.CutPrefix(path, p)
+		if !found {
+			continue
+		}
+		num, rest, found := strings.Cut(tail, "/")
+		n, err := strconv.Atoi(num)
+		if !found || err != nil || n < 0 || strconv.Itoa(n) != num {
+			return -1, "", false
+		}
+		if strings.Trim(rest, "/") == "" {
+			rest = "."
+		}
+		return n, rest, true
+	}
+	return -1, "", false
+}
