@@ -367,6 +367,16 @@ func (c *Checker) resolveParent(f *fsCall, base int, path string, extra uint64) 
 	}
 	resolve := extra | unix.RESOLVE_NO_MAGICLINKS
 	var bfd int
+	if dir[0] == '/' && extra&(unix.RESOLVE_BENEATH|unix.RESOLVE_IN_ROOT) == 0 {
+		fd, rest, ok, e := c.throughFD(f, dir) // fdpath.go
+		if e != 0 {
+			return nil, e
+		}
+		if ok {
+			defer unix.Close(fd)
+			base, dir = fd, rest
+		}
+	}
 	switch {
 	case dir[0] == '/' && extra&unix.RESOLVE_BENEATH != 0:
 		return nil, unix.EXDEV

@@ -166,6 +166,7 @@ func (c *Checker) metadata(w *workerState, n *seccomp.Notif, kind seccomp.MetaCa
 	}
 	obj, base := -1, -1
 	resolve := uint64(unix.RESOLVE_NO_MAGICLINKS)
+	through := func(path string) bool { _, _, ok := procFDThrough(path); return ok }
 	var e unix.Errno
 	switch {
 	case m.onFD || m.empty:
@@ -174,6 +175,16 @@ func (c *Checker) metadata(w *workerState, n *seccomp.Notif, kind seccomp.MetaCa
 		// /proc/self/fd/N, /dev/fd/N: the caller's descriptor N, not
 		// the checker's.
 		obj, e = getFD(procFD(m.path))
+	case through(m.path):
+		// /proc/self/fd/N/NAME: NAME from the caller's descriptor N
+		// (fdpath.go), not the checker's; a relative path, so not for
+		// a caller with a root of its own (below).
+		if root, err := os.Readlink("/proc/" + strconv.Itoa(cl.tid) + "/root"); err != nil || root != "/" {
+			return fail(unix.EACCES)
+		}
+		n, rest, _ := procFDThrough(m.path)
+		m.path = rest
+		base, e = getFD(n)
 	case strings.HasPrefix(m.path, "/"):
 		resolve |= unix.RESOLVE_IN_ROOT
 		base, e = openProc(cl.tid, "root")
