@@ -204,6 +204,12 @@ func (n *network) refused(r stage.Refused) {
 		n.writes.say(n.p, r) // fsrefused.go
 		return
 	}
+	// A UDP destination refused (subreaper mode's DNS-only UDP): named
+	// once per destination, and in the connection log.
+	if ap, err := netip.ParseAddrPort(r.Addr); err == nil && (r.Kind == "udp" || r.Kind == "dns") && r.Call != "socket" && n.proxy != nil {
+		n.proxy.DirectUDP(ap, r.Path, r.Kind == "dns")
+		return
+	}
 	// A TCP call refused is a connect past the proxy, loopback too: named
 	// once per destination on stderr and in the connection log.
 	if ap, err := netip.ParseAddrPort(r.Addr); err == nil && r.Kind == "tcp" && r.Call != "bind" && r.Call != "listen" && n.proxy != nil {

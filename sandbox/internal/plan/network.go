@@ -170,7 +170,10 @@ func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
 	}
 	if s.DNS {
 		p.Env = withResolverTCP(p.Env)
-		how += ", DNS answered by corral"
+		// UDP sockets for the resolvers that ask over UDP; the checker
+		// holds every datagram's destination (sockcheck/udp.go).
+		p.Privileges.Sockets.AllowUDP = true
+		how += ", DNS answered by corral (TCP, and UDP on connected sockets: every UDP connect and send checked)"
 	}
 	switch {
 	case s.LandlockErr == nil && s.TCPPorts:

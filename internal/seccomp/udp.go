@@ -1,0 +1,89 @@
+package seccomp
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// UDP sockets under a network policy (SocketRules.AllowUDP): subreaper
+// mode's DNS for resolvers that ask over UDP. Landlock's network rights
+// cover TCP only, so nothing but the supervisor holds a datagram's
+// destination. It sees connect(2) and sendto(2) with an address already
+// (emitNotify); sendmsg(2) and sendmmsg(2) carry theirs inside a msghdr in
+// the caller's memory, which a filter cannot read, so with UDP sockets
+// about every one of them goes to the listener, whatever the socket: the
+// descriptor number a filter could look at can be dup2'd onto a UDP
+// socket by another thread after any look, so no socket type can be
+// trusted to let one run.
+
+// udp reports whether the block admits UDP sockets and so hands every
+// addressed send to the listener.
+func (b block) udp() bool {
+	return b.notify && b.sockets != nil && b.sockets.AllowUDP
+}
+
+// emitUDPSocket decides socket(2) for AF_INET and AF_INET6 when UDP is
+// admitted: TCP (with AllowTCP) or UDP, each with its own protocol or 0,
+// go to allow; anything else to deny. The accumulator holds the domain.
+func (b block) emitUDPSocket(a *asm, typ, proto uint32, allow, deny int) {
+	stream, dgram := a.label(), a.label()
+	a.stmt(opLd, typ)
+	a.stmt(opAnd, ^uint32(unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC))
+	if b.sockets.AllowTCP {
+		a.jump(opJeq, unix.SOCK_STREAM, stream, next)
+	}
+	a.jump(opJeq, unix.SOCK_DGRAM, dgram, deny)
+	if b.sockets.AllowTCP {
+		a.bind(stream)
+		a.stmt(opLd, proto)
+		a.jump(opJeq, 0, allow, next)
+		a.jump(opJeq, unix.IPPROTO_TCP, allow, deny)
+	}
+	a.bind(dgram)
+	a.stmt(opLd, proto)
+	a.jump(opJeq, 0, allow, next)
+	a.jump(opJeq, unix.IPPROTO_UDP, allow, deny)
+}
+
+// emitUDPSend lays out what the i-th entry of emitNotify's sendmsg and
+// sendmmsg labels does under AllowUDP: the native sendmsg and sendmmsg go
+// to the listener, which reads their msghdr as this architecture lays it
+// out; x32's and a compat entry point's (32-bit pointers, another layout)
+// fail with EACCES, TCP Fast Open or not.
+func (b block) emitUDPSend(a *asm, i int, notify, deny int) {
+	native := isNative(b.abi.audit)
+	if native && (i == 0 || i == len(b.abi.sendmsg)) {
+		a.ja(notify)
+		return
+	}
+	a.ja(deny)
+}
+
+// isNative reports whether audit is the native arch value of a platform
+// (not one of its compat entry points).
+func isNative(audit uint32) bool {
+	for _, p := range platforms {
+		if p.native.audit == audit {
+			return true
+		}
+	}
+	return false
+}
+
+// WriteMemory writes buf into the memory of process (or thread) pid at
+// addr (process_vm_writev): what the kernel itself writes back to a
+// caller of a call a supervisor made for it (sendmmsg's msg_len).
+func WriteMemory(pid int, addr uint64, buf []byte) (int, error) {
+	if len(buf) == 0 {
+		return 0, nil
+	}
+	local := []unix.Iovec{{Base: &buf[0]}}
+	local[0].SetLen(len(buf))
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(buf)}}
+	n, err := unix.ProcessVMWritev(pid, local, remote, 0)
+	if err != nil {
+		return 0, fmt.Errorf("write memory of %d: %w", pid, err)
+	}
+	return n, nil
+}
