@@ -23,7 +23,7 @@ type call struct {
 	data    []byte
 	flags   int
 	control []byte
-	w     *workerState
+	w       *workerState
 	// lost: the call was answered with a lost result (Checker.lost):
 	// lostVal is what it returned.
 	lost    bool
