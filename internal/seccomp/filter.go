@@ -436,7 +436,7 @@ func (b block) emitNotify(a *asm) {
 		if b.udp() {
 			// Every sendmsg and sendmmsg to the listener, or refused
 			// (udp.go).
-			b.emitUDPSend(a, i, notify, deny)
+			b.emitUDPSend(a, i, notify, deny, allow)
 			continue
 		}
 		arg := 2

@@ -17,6 +17,10 @@ import (
 // socket by another thread after any look, so no socket type can be
 // trusted to let one run.
 
+// MsgProbe is MSG_PROBE (linux/socket.h), which golang.org/x/sys/unix
+// does not name: a send with it builds no packet on an IP datagram socket.
+const MsgProbe = 0x10
+
 // udp reports whether the block admits UDP sockets and so hands every
 // addressed send to the listener.
 func (b block) udp() bool {
@@ -51,13 +55,28 @@ func (b block) emitUDPSocket(a *asm, typ, proto uint32, allow, deny int) {
 // to the listener, which reads their msghdr as this architecture lays it
 // out; x32's and a compat entry point's (32-bit pointers, another layout)
 // fail with EACCES, TCP Fast Open or not.
-func (b block) emitUDPSend(a *asm, i int, notify, deny int) {
+//
+// One native send runs as it is: one whose flags carry MSG_PROBE (and not
+// MSG_FASTOPEN, refused). UDP and raw sockets send nothing with it (the
+// kernel's ip_make_skb, ip_append_data and their IPv6 twins return before
+// building a packet: a path-MTU probe), whatever the address; other
+// sockets ignore the flag. corral's exec stage hands the listener itself
+// to the engine with such a sendmsg (stage.unixSock.writeFDs), after this
+// filter is in force and before anyone answers its listener.
+func (b block) emitUDPSend(a *asm, i int, notify, deny, allow int) {
 	native := isNative(b.abi.audit)
-	if native && (i == 0 || i == len(b.abi.sendmsg)) {
-		a.ja(notify)
+	if !native || (i != 0 && i != len(b.abi.sendmsg)) {
+		a.ja(deny)
 		return
 	}
-	a.ja(deny)
+	arg := 2
+	if i != 0 {
+		arg = 3
+	}
+	flags, _ := argOffsets(b.abi, arg)
+	a.stmt(opLd, flags)
+	a.jump(opJset, unix.MSG_FASTOPEN, deny, next)
+	a.jump(opJset, MsgProbe, allow, notify)
 }
 
 // isNative reports whether audit is the native arch value of a platform
