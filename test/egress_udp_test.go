@@ -98,7 +98,8 @@ except OSError as e:
 %[1]s udp-get %[3]s >"$R"/gobad.out 2>"$R"/gobad.err
 /bin/busybox nslookup good.test >"$R"/bb.out 2>&1
 /bin/busybox nslookup bad.test >"$R"/bbbad.out 2>&1
-%[1]s udp-try sendto:192.0.2.53:53 sendto:192.0.2.53:53 connect:%[4]s sendmsg:%[4]s sendto:%[4]s >"$R"/try.out 2>"$R"/try.err
+%[1]s udp-try sendto:192.0.2.53:53 sendto:192.0.2.53:53 connect:%[4]s sendmsg:%[4]s sendto:%[4]s undevice >"$R"/try.out 2>"$R"/try.err
+env -u RES_OPTIONS %[5]s -c 'import socket; print(socket.getaddrinfo("good.test", 80)[0][4][0])' >"$R"/udpglibc.out 2>"$R"/udpglibc.err
 %[5]s -c %[6]s good.test %[7]d >"$R"/py.out 2>"$R"/py.err
 %[5]s -c %[6]s 127.0.0.2 %[7]d >"$R"/py2.out 2>"$R"/py2.err
 `, helper, shq(fmt.Sprintf("http://good.test:%d/go", good.port)), shq(fmt.Sprintf("http://bad.test:%d/gobad", good.port)),
@@ -129,6 +130,15 @@ except OSError as e:
 			if !strings.Contains(try, op+"=EACCES\n") && !strings.HasSuffix(try, op+"=EACCES") {
 				t.Errorf("udp-try %s: want EACCES, got:\n%s%s", op, try, readResult(t, results, "try.err"))
 			}
+		}
+		if !strings.Contains(try+"\n", "undevice=EPERM\n") {
+			t.Errorf("udp-try: a UDP socket of the runner's could leave the loopback device it is held to:\n%s", try)
+		}
+		// glibc over UDP (no RES_OPTIONS=use-vc): its connected socket
+		// takes corral's answers too (glibc 2.36; RES_OPTIONS stays for
+		// the others).
+		if got := readResult(t, results, "udpglibc.out"); got != "127.0.0.2" {
+			t.Errorf("glibc's getaddrinfo over UDP: %q (%s), want 127.0.0.2", got, readResult(t, results, "udpglibc.err"))
 		}
 		for _, f := range []string{"py.out", "py2.out"} {
 			if got := readResult(t, results, f); got != "13" {
@@ -195,6 +205,7 @@ func TestUDPSendmsgTOCTOU(t *testing.T) {
 		if _, err := fmt.Sscanf(strings.TrimSpace(res.stdout), "ok=%d refused=%d other=%d", &ok, &refused, &other); err != nil {
 			t.Fatalf("udp-toctou: %q: %v\n%s", res.stdout, err, res.stderr)
 		}
+		t.Logf("udp-toctou: %s", strings.TrimSpace(res.stdout))
 		if n := sink.got.Load(); n != 0 {
 			t.Errorf("the UDP server got %d datagram(s): a rewritten msg_name reached the kernel (ok=%d refused=%d)", n, ok, refused)
 		}

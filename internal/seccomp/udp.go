@@ -28,8 +28,9 @@ func (b block) udp() bool {
 }
 
 // emitUDPSocket decides socket(2) for AF_INET and AF_INET6 when UDP is
-// admitted: TCP (with AllowTCP) or UDP, each with its own protocol or 0,
-// go to allow; anything else to deny. The accumulator holds the domain.
+// admitted: TCP (with AllowTCP), with its protocol or 0, goes to allow,
+// UDP likewise to the listener; anything else to deny. The accumulator
+// holds the domain.
 func (b block) emitUDPSocket(a *asm, typ, proto uint32, allow, deny int) {
 	stream, dgram := a.label(), a.label()
 	a.stmt(opLd, typ)
@@ -44,10 +45,19 @@ func (b block) emitUDPSocket(a *asm, typ, proto uint32, allow, deny int) {
 		a.jump(opJeq, 0, allow, next)
 		a.jump(opJeq, unix.IPPROTO_TCP, allow, deny)
 	}
+	// A UDP socket goes to the listener, which makes it itself, held to
+	// loopback (SO_BINDTODEVICE, which the caller cannot undo without
+	// CAP_NET_RAW): the kernel binds an unbound UDP socket to every
+	// address at its first send, even one that fails for want of an
+	// address, where no filter sees it, and it would then take datagrams
+	// from other hosts.
+	udp := a.label()
 	a.bind(dgram)
 	a.stmt(opLd, proto)
-	a.jump(opJeq, 0, allow, next)
-	a.jump(opJeq, unix.IPPROTO_UDP, allow, deny)
+	a.jump(opJeq, 0, udp, next)
+	a.jump(opJeq, unix.IPPROTO_UDP, udp, deny)
+	a.bind(udp)
+	a.stmt(opRet, unix.SECCOMP_RET_USER_NOTIF)
 }
 
 // emitUDPSend lays out what the i-th entry of emitNotify's sendmsg and

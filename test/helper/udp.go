@@ -16,7 +16,9 @@ package main
 //	                                 musl's resolver sends its queries),
 //	                                 connect:ADDR:PORT (a UDP connect),
 //	                                 sendmsg:ADDR:PORT (sendmsg with the
-//	                                 address, on an unconnected socket)
+//	                                 address, on an unconnected socket),
+//	                                 undevice (take a UDP socket off the
+//	                                 device it is bound to)
 //	udp-toctou NS:53 SINK:PORT N   connect a UDP socket to NS:53 (corral's
 //	                               responder takes it), then N times sendmsg a
 //	                               DNS query with msg_name NS:53 while another
@@ -93,6 +95,14 @@ var dnsQuery = []byte{0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0,
 
 func udpTry(op string) error {
 	verb, arg, _ := strings.Cut(op, ":")
+	if verb == "undevice" {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.SetsockoptString(fd, unix.SOL_SOCKET, unix.SO_BINDTODEVICE, "")
+	}
 	ap, err := netip.ParseAddrPort(arg)
 	if err != nil {
 		return err

@@ -53,6 +53,9 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 	case seccomp.CallPidfdSignal:
 		return c.pidfdSignal(&cl) // signal.go
 	case seccomp.CallSocket:
+		if c.pol.DNSUDP.IsValid() && udpSocketCall(n) {
+			return c.udpSocket(w, &cl) // udp.go
+		}
 		// An inet socket the socket rules refuse (UDP for a DNS query,
 		// most often): named, then refused as the filter would have.
 		c.report(Refusal{Tid: cl.tid, Call: "socket", Kind: socketKind(n.Data.Args[1]), Direct: true,

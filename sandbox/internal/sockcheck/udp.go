@@ -425,3 +425,44 @@ func commOf(tid int) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// udpSocketCall reports whether n is socket(2) of a UDP socket (AF_INET
+// or AF_INET6, SOCK_DGRAM, protocol 0 or IPPROTO_UDP), which the filter
+// hands over under SocketRules.AllowUDP.
+func udpSocketCall(n *seccomp.Notif) bool {
+	dom, typ, proto := uint32(n.Data.Args[0]), uint32(n.Data.Args[1])&^uint32(unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC), uint32(n.Data.Args[2])
+	return (dom == unix.AF_INET || dom == unix.AF_INET6) && typ == unix.SOCK_DGRAM && (proto == 0 || proto == unix.IPPROTO_UDP)
+}
+
+// udpSocket makes the caller's UDP socket and hands it over as the
+// caller's own (ADDFD), held to the loopback device: the kernel binds an
+// unbound UDP socket to every address at its first send, even a send
+// that then fails (inet_send_prepare's autobind, before udp_sendmsg looks
+// for an address), and a write(2) or send(2) is no call a filter can
+// check; bound to loopback it takes no datagram from another host
+// whatever it is bound to, and sends nothing past loopback even should a
+// check be missed. The caller cannot undo it: changing a socket's device
+// takes CAP_NET_RAW (sock_bindtoindex).
+func (c *Checker) udpSocket(w *workerState, cl *call) (int64, unix.Errno) {
+	a := cl.n.Data.Args
+	typ := int(int32(a[1]))
+	fd, err := unix.Socket(int(int32(a[0])), typ|unix.SOCK_CLOEXEC, int(int32(a[2])))
+	if err != nil {
+		return 0, errnoOr(err, unix.ENOBUFS)
+	}
+	defer unix.Close(fd)
+	if err := unix.SetsockoptString(fd, unix.SOL_SOCKET, unix.SO_BINDTODEVICE, "lo"); err != nil {
+		return 0, unix.EACCES
+	}
+	if !c.valid(cl.n) {
+		return 0, gone
+	}
+	_, err = seccomp.AnswerWithFD(c.listener, cl.n.ID, fd, typ&unix.SOCK_CLOEXEC != 0)
+	if err == seccomp.ErrGone {
+		return 0, gone
+	}
+	if err != nil {
+		return 0, errnoOr(err, unix.EMFILE)
+	}
+	return 0, answered
+}
