@@ -233,13 +233,17 @@ func scenarioBenchUDPDNS(c *child) {
 	query := make([]byte, 40)
 	binary.BigEndian.PutUint16(query, 0x1234)
 	buf := make([]byte, 512)
+	var connectTime time.Duration
 	timeLoop := func(ns []byte) time.Duration {
+		connectTime = 0
 		start := time.Now()
 		for range n {
 			fd := udpSocket(c)
+			t0 := time.Now()
 			if e := rawConnect(fd, ns); e != 0 {
 				c.fatalf("connect: %v", errName(e))
 			}
+			connectTime += time.Since(t0)
 			if _, err := unix.Write(fd, query); err != nil {
 				c.fatalf("write: %v", err)
 			}
@@ -253,11 +257,12 @@ func scenarioBenchUDPDNS(c *child) {
 	direct := sockaddr4(lo, envInt("DNS"))
 	timeLoop(direct)
 	plain := timeLoop(direct)
+	plainConnect := connectTime / time.Duration(n)
 	c.install(true)
 	ns := sockaddr4([4]byte{192, 0, 2, 53}, 53)
 	timeLoop(ns)
 	checked := timeLoop(ns)
-	fmt.Printf("BENCH %d %d\n", plain.Nanoseconds(), checked.Nanoseconds())
+	fmt.Printf("BENCH %d %d %d %d\n", plain.Nanoseconds(), checked.Nanoseconds(), plainConnect.Nanoseconds(), (connectTime / time.Duration(n)).Nanoseconds())
 }
 
 // BenchmarkUDPDNSLookup is what the checker adds to one lookup over UDP
@@ -274,14 +279,15 @@ func BenchmarkUDPDNSLookup(b *testing.B) {
 	if err := cmd.Wait(); err != nil {
 		b.Fatalf("bench runner: %v: %s", err, out)
 	}
-	var plain, checked int64
+	var plain, checked, plainConnect, checkedConnect int64
 	o := out.String()
 	if i := strings.Index(o, "BENCH"); i < 0 {
 		b.Fatalf("no figures: %s", o)
-	} else if _, err := fmt.Sscanf(o[i:], "BENCH %d %d", &plain, &checked); err != nil {
+	} else if _, err := fmt.Sscanf(o[i:], "BENCH %d %d %d %d", &plain, &checked, &plainConnect, &checkedConnect); err != nil {
 		b.Fatalf("no figures: %s", o)
 	}
 	b.ReportMetric(float64(plain), "ns/unchecked-lookup")
 	b.ReportMetric(float64(checked), "ns/checked-lookup")
 	b.ReportMetric(float64(checked-plain), "ns/added")
+	b.ReportMetric(float64(checkedConnect-plainConnect), "ns/added-by-connect")
 }
