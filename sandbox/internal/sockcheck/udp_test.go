@@ -226,8 +226,8 @@ func TestUDP(t *testing.T) {
 // socket, a connect to the nameserver, a query written, the answer read,
 // the socket closed): first straight to the responder with no filter, then
 // to a nameserver's port 53 under the filter, which the checker connects
-// to the responder (CORRAL_SOCKCHECK_DNS). It prints "BENCH PLAIN CHECKED",
-// nanoseconds per lookup.
+// to the responder (CORRAL_SOCKCHECK_DNS). It prints "BENCH PLAIN CHECKED
+// PLAIN-CONNECT CHECKED-CONNECT", nanoseconds per lookup and per connect.
 func scenarioBenchUDPDNS(c *child) {
 	n := envInt("N")
 	query := make([]byte, 40)
