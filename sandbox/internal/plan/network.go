@@ -190,8 +190,12 @@ func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
 
 // withResolverTCP sets RES_OPTIONS=use-vc unless the caller set
 // RES_OPTIONS: glibc's resolver then asks over TCP, whose connect the
-// checker can bring to corral's responder; over UDP it sends unconnected
-// datagrams, whose answers, from corral's address, it would not take.
+// checker brings to corral's responder, and a stream has no source to
+// check. glibc 2.36 also takes corral's answers over UDP (it connects its
+// socket, and the checker connects it to the responder: measured in
+// test/egress_udp_test.go), but a resolver that compares an answer's
+// source with the nameservers it read (the check BIND-derived res_send
+// code carries) would drop them; over TCP every glibc build is answered.
 func withResolverTCP(env []string) []string {
 	for _, kv := range env {
 		if strings.HasPrefix(kv, "RES_OPTIONS=") {
