@@ -46,8 +46,13 @@ const (
 	// the most messages a sendmmsg sends (the kernel clamps vlen to it).
 	uioMaxIOV = 1024
 	// maxControl caps a message's control data: past it the kernel
-	// would refuse it too (optmem_max, 20 KiB to 128 KiB), ENOBUFS.
+	// would refuse it too (optmem_max, 20 KiB to 128 KiB), ENOBUFS. The
+	// messages of one sendmmsg hold at most that much together, and at
+	// most maxIovecs iovecs together: a sendmmsg that asks more is sent
+	// in part, the messages that fit, as the kernel too may send fewer
+	// than asked. (The bytes are held to maxSend, checker.go.)
 	maxControl = 64 << 10
+	maxIovecs  = 4 * uioMaxIOV
 	// sizeofCmsghdr is struct cmsghdr on LP64: cmsg_len (8), level, type.
 	sizeofCmsghdr = 16
 )
@@ -101,7 +106,7 @@ func (c *Checker) sendMessages(w *workerState, cl *call, cr *creds, pidfd, domai
 	// First the headers, their addresses, iovecs and control data; then
 	// the bytes, into the worker's buffer grown once.
 	msgs := make([]message, 0, count)
-	budget := maxSend
+	budget := limits{data: maxSend, iovecs: maxIovecs, control: maxControl}
 	var first unix.Errno
 	for i := range count {
 		m, e := c.copyHeader(cl, hdrs[i*stride:i*stride+sizeofMsghdr], typ, &budget)
@@ -184,12 +189,16 @@ func (c *Checker) sendMessages(w *workerState, cl *call, cr *creds, pidfd, domai
 	return int64(len(sent)), 0
 }
 
+// limits is what the messages of one call may still hold.
+type limits struct{ data, iovecs, control int }
+
 // copyHeader copies what one msghdr points at: its address (cut to a
 // sockaddr_storage, as the kernel does), its iovecs (at most uioMaxIOV,
-// their bytes within *budget: a stream socket sends what fits, a short
+// their bytes within the budget: a stream socket sends what fits, a short
 // send; a datagram that does not fit fails with EMSGSIZE) and its control
-// data (at most maxControl, else ENOBUFS).
-func (c *Checker) copyHeader(cl *call, h []byte, typ int, budget *int) (message, unix.Errno) {
+// data (at most maxControl, else ENOBUFS), each within what is left of
+// the budget (a later message of a sendmmsg that does not fit ends it).
+func (c *Checker) copyHeader(cl *call, h []byte, typ int, budget *limits) (message, unix.Errno) {
 	var m message
 	namePtr := binary.NativeEndian.Uint64(h[0:])
 	namelen := int32(binary.NativeEndian.Uint32(h[8:]))
@@ -221,6 +230,9 @@ func (c *Checker) copyHeader(cl *call, h []byte, typ int, budget *int) (message,
 	if iovlen > uioMaxIOV {
 		return m, unix.EMSGSIZE
 	}
+	if int(iovlen) > budget.iovecs || ctlLen > uint64(budget.control) && ctlLen <= maxControl {
+		return m, unix.ENOBUFS
+	}
 	raw := make([]byte, iovlen*16)
 	if e := read(iovPtr, raw); e != 0 {
 		return m, e
@@ -234,11 +246,11 @@ func (c *Checker) copyHeader(cl *call, h []byte, typ int, budget *int) (message,
 		if l == 0 {
 			continue
 		}
-		if int64(m.size)+l > int64(*budget) {
+		if int64(m.size)+l > int64(budget.data) {
 			if typ != unix.SOCK_STREAM {
 				return m, unix.EMSGSIZE
 			}
-			l = int64(*budget - m.size)
+			l = int64(budget.data - m.size)
 			if l == 0 {
 				break
 			}
@@ -246,7 +258,8 @@ func (c *Checker) copyHeader(cl *call, h []byte, typ int, budget *int) (message,
 		m.iov = append(m.iov, unix.RemoteIovec{Base: uintptr(base), Len: int(l)})
 		m.size += int(l)
 	}
-	*budget -= m.size
+	budget.data -= m.size
+	budget.iovecs -= len(m.iov)
 	if ctlLen > 0 {
 		if ctlLen > maxControl {
 			return m, unix.ENOBUFS
@@ -255,6 +268,7 @@ func (c *Checker) copyHeader(cl *call, h []byte, typ int, budget *int) (message,
 		if e := read(ctlPtr, m.control); e != 0 {
 			return m, e
 		}
+		budget.control -= len(m.control)
 	}
 	return m, 0
 }
@@ -417,8 +431,12 @@ func connectedTo(fd int, peer netip.AddrPort) bool {
 	return unmapped(got) == unmapped(peer)
 }
 
-// commOf is the name of the thread tid's program, for a refusal's line.
+// commOf is the name of the program thread tid runs (its thread group
+// leader's: a thread may have named itself), for a refusal's line.
 func commOf(tid int) string {
+	if tgid, err := threadGroupOf(tid); err == nil {
+		tid = tgid
+	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/comm")
 	if err != nil {
 		return "a program"
