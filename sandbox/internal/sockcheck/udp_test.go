@@ -18,6 +18,7 @@ import (
 func init() {
 	scenarios["udp"] = scenarioUDP
 	scenarios["bench-udp-dns"] = scenarioBenchUDPDNS
+	scenarios["bench-sendmsg"] = scenarioBenchSendmsg
 }
 
 // udpEcho is the test's stand-in for corral's DNS responder: it sends
@@ -310,4 +311,62 @@ func BenchmarkUDPDNSLookup(b *testing.B) {
 	b.ReportMetric(float64(checked), "ns/checked-lookup")
 	b.ReportMetric(float64(checked-plain), "ns/added")
 	b.ReportMetric(float64(checkedConnect-plainConnect), "ns/added-by-connect")
+}
+
+// scenarioBenchSendmsg times a 100-byte sendmsg on a Unix socket pair
+// (IPC, as a browser's processes or GDBus make it), the other end read by
+// another thread: before the filter, then under AllowUDP, where every
+// sendmsg goes to the checker. It prints "BENCH PLAIN CHECKED".
+func scenarioBenchSendmsg(c *child) {
+	n := envInt("N")
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		c.fatalf("socketpair: %v", err)
+	}
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := unix.Read(pair[1], buf); err != nil && err != unix.EINTR {
+				return
+			}
+		}
+	}()
+	msg := make([]byte, 100)
+	timeLoop := func() time.Duration {
+		start := time.Now()
+		for range n {
+			if _, err := unix.SendmsgN(pair[0], msg, nil, nil, 0); err != nil {
+				c.fatalf("sendmsg: %v", err)
+			}
+		}
+		return time.Since(start) / time.Duration(n)
+	}
+	timeLoop()
+	plain := timeLoop()
+	c.install(true)
+	timeLoop()
+	checked := timeLoop()
+	fmt.Printf("BENCH %d %d\n", plain.Nanoseconds(), checked.Nanoseconds())
+}
+
+// BenchmarkSendmsgUnderUDP is what a sendmsg with no address costs under
+// SocketRules.AllowUDP (subreaper mode under --allow-net), where every
+// sendmsg is checked: a Unix socket pair's, here.
+func BenchmarkSendmsgUnderUDP(b *testing.B) {
+	n := max(b.N, 200)
+	_, cmd, out := start(b, "bench-sendmsg", Policy{Net: true, TCP: true, DNSUDP: netip.MustParseAddrPort("127.0.0.1:53"), StaticCreds: true},
+		fmt.Sprintf("CORRAL_SOCKCHECK_N=%d", n), childUDP+"=1")
+	if err := cmd.Wait(); err != nil {
+		b.Fatalf("bench runner: %v: %s", err, out)
+	}
+	var plain, checked int64
+	o := out.String()
+	if i := strings.Index(o, "BENCH"); i < 0 {
+		b.Fatalf("no figures: %s", o)
+	} else if _, err := fmt.Sscanf(o[i:], "BENCH %d %d", &plain, &checked); err != nil {
+		b.Fatalf("no figures: %s", o)
+	}
+	b.ReportMetric(float64(plain), "ns/unchecked-sendmsg")
+	b.ReportMetric(float64(checked), "ns/checked-sendmsg")
+	b.ReportMetric(float64(checked-plain), "ns/added")
 }
