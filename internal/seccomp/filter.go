@@ -223,13 +223,15 @@ type SocketRules struct {
 	NotifyInet bool
 	// AllowUDP admits UDP sockets over IPv4 and IPv6 too (SOCK_DGRAM,
 	// protocol 0 or IPPROTO_UDP), for the tree's DNS queries in
-	// subreaper mode. No Landlock right covers UDP, so the supervisor
-	// must hold every datagram's destination: with NotifyAddresses,
-	// sendmsg(2) and sendmmsg(2) then go to the listener whatever their
-	// flags (their destination lies in memory a filter cannot read),
-	// and fail with EACCES where the listener could not read them as
-	// the native ABI lays them out (x32's and the compat entry points',
-	// whose msghdr has 32-bit pointers). With NotifyAddresses only.
+	// subreaper mode, made by the listener's supervisor (socket(2) goes
+	// to it). No Landlock right covers UDP, so the supervisor must hold
+	// every datagram's destination: with NotifyAddresses, sendmsg(2) and
+	// sendmmsg(2) then go to the listener too (their destination lies in
+	// memory a filter cannot read) but for MSG_FASTOPEN, refused, and
+	// MSG_PROBE, which sends no datagram (udp.go); they fail with EACCES
+	// where the listener could not read them as the native ABI lays them
+	// out (x32's and the compat entry points', whose msghdr has 32-bit
+	// pointers). With NotifyAddresses only.
 	AllowUDP bool
 }
 
