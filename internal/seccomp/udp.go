@@ -12,11 +12,11 @@ import (
 // destination. It sees connect(2) and sendto(2) with an address already
 // (emitNotify); sendmsg(2) and sendmmsg(2) carry theirs inside a msghdr in
 // the caller's memory, which a filter cannot read, so with UDP sockets
-// about every one of them goes to the listener (but a TCP Fast Open send,
-// refused, and a MSG_PROBE one, which sends nothing), whatever the socket: the
-// descriptor number a filter could look at can be dup2'd onto a UDP
-// socket by another thread after any look, so no socket type can be
-// trusted to let one run.
+// every one of them goes to the listener (but a TCP Fast Open send,
+// refused, and a MSG_PROBE one, which sends nothing), whatever the
+// socket: the descriptor number a filter could look at can be dup2'd
+// onto a UDP socket by another thread after any look, so no socket type
+// can be trusted to let one run.
 
 // MsgProbe is MSG_PROBE (linux/socket.h), which golang.org/x/sys/unix
 // does not name: a send with it builds no packet on an IP datagram socket.
