@@ -248,19 +248,22 @@ func TestUDP(t *testing.T) {
 // the socket closed): first straight to the responder with no filter, then
 // to a nameserver's port 53 under the filter, which the checker connects
 // to the responder (CORRAL_SOCKCHECK_DNS). It prints "BENCH PLAIN CHECKED
-// PLAIN-CONNECT CHECKED-CONNECT", nanoseconds per lookup and per connect.
+// PLAIN-CONNECT CHECKED-CONNECT PLAIN-SOCKET CHECKED-SOCKET", nanoseconds
+// per lookup, per connect and per socket(2).
 func scenarioBenchUDPDNS(c *child) {
 	n := envInt("N")
 	query := make([]byte, 40)
 	binary.BigEndian.PutUint16(query, 0x1234)
 	buf := make([]byte, 512)
-	var connectTime time.Duration
+	var connectTime, socketTime time.Duration
 	timeLoop := func(ns []byte) time.Duration {
-		connectTime = 0
+		connectTime, socketTime = 0, 0
 		start := time.Now()
 		for range n {
-			fd := udpSocket(c)
 			t0 := time.Now()
+			fd := udpSocket(c)
+			socketTime += time.Since(t0)
+			t0 = time.Now()
 			if e := rawConnect(fd, ns); e != 0 {
 				c.fatalf("connect: %v", errName(e))
 			}
@@ -278,12 +281,13 @@ func scenarioBenchUDPDNS(c *child) {
 	direct := sockaddr4(lo, envInt("DNS"))
 	timeLoop(direct)
 	plain := timeLoop(direct)
-	plainConnect := connectTime / time.Duration(n)
+	plainConnect, plainSocket := connectTime/time.Duration(n), socketTime/time.Duration(n)
 	c.install(true)
 	ns := sockaddr4([4]byte{192, 0, 2, 53}, 53)
 	timeLoop(ns)
 	checked := timeLoop(ns)
-	fmt.Printf("BENCH %d %d %d %d\n", plain.Nanoseconds(), checked.Nanoseconds(), plainConnect.Nanoseconds(), (connectTime / time.Duration(n)).Nanoseconds())
+	fmt.Printf("BENCH %d %d %d %d %d %d\n", plain.Nanoseconds(), checked.Nanoseconds(), plainConnect.Nanoseconds(), (connectTime / time.Duration(n)).Nanoseconds(),
+		plainSocket.Nanoseconds(), (socketTime / time.Duration(n)).Nanoseconds())
 }
 
 // BenchmarkUDPDNSLookup is what the checker adds to one lookup over UDP
@@ -300,17 +304,18 @@ func BenchmarkUDPDNSLookup(b *testing.B) {
 	if err := cmd.Wait(); err != nil {
 		b.Fatalf("bench runner: %v: %s", err, out)
 	}
-	var plain, checked, plainConnect, checkedConnect int64
+	var plain, checked, plainConnect, checkedConnect, plainSocket, checkedSocket int64
 	o := out.String()
 	if i := strings.Index(o, "BENCH"); i < 0 {
 		b.Fatalf("no figures: %s", o)
-	} else if _, err := fmt.Sscanf(o[i:], "BENCH %d %d %d %d", &plain, &checked, &plainConnect, &checkedConnect); err != nil {
+	} else if _, err := fmt.Sscanf(o[i:], "BENCH %d %d %d %d %d %d", &plain, &checked, &plainConnect, &checkedConnect, &plainSocket, &checkedSocket); err != nil {
 		b.Fatalf("no figures: %s", o)
 	}
 	b.ReportMetric(float64(plain), "ns/unchecked-lookup")
 	b.ReportMetric(float64(checked), "ns/checked-lookup")
 	b.ReportMetric(float64(checked-plain), "ns/added")
 	b.ReportMetric(float64(checkedConnect-plainConnect), "ns/added-by-connect")
+	b.ReportMetric(float64(checkedSocket-plainSocket), "ns/added-by-socket")
 }
 
 // scenarioBenchSendmsg times a 100-byte sendmsg on a Unix socket pair
