@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/corral-sh/corral/internal/landlock"
+	"github.com/corral-sh/corral/internal/seccomp"
 	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/sandbox/internal/egress"
 	"github.com/corral-sh/corral/sandbox/internal/plan"
@@ -304,6 +305,10 @@ func (n *network) forSubreaper() (plan.Plan, string, error) {
 			return plan.Plan{}, "", &setuperr.SetupError{Step: "listen for the runner's DNS queries on the host's loopback", Err: unwrapSyscall(err)}
 		}
 		n.dns, found.DNS = dns, true
+		// UDP sockets for the resolvers that ask over UDP: the checker
+		// makes them and hands them over (SECCOMP_ADDFD_FLAG_SEND, 5.14);
+		// on an older kernel they stay refused, and TCP answers glibc.
+		found.UDP = seccomp.AddfdSendMissing() == ""
 	}
 	return n.run.ForSubreaper(found)
 }

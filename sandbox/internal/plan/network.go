@@ -144,6 +144,10 @@ type Subreaper struct {
 	// DNS: corral answers the runner's DNS queries (its connects to port
 	// 53 go to corral's responder): glibc is asked to use TCP.
 	DNS bool
+	// UDP: with DNS, the runner may make UDP sockets, for resolvers that
+	// ask over UDP (the checker makes them: this kernel can hand them
+	// over), every UDP connect and send checked.
+	UDP bool
 }
 
 // ForSubreaper is the plan of subreaper mode, where there is no network
@@ -170,10 +174,14 @@ func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
 	}
 	if s.DNS {
 		p.Env = withResolverTCP(p.Env)
-		// UDP sockets for the resolvers that ask over UDP; the checker
-		// holds every datagram's destination (sockcheck/udp.go).
-		p.Privileges.Sockets.AllowUDP = true
-		how += ", DNS answered by corral (TCP, and UDP on connected sockets: every UDP connect and send checked)"
+		how += ", DNS answered by corral"
+		if s.UDP {
+			// UDP sockets for the resolvers that ask over UDP; the
+			// checker holds every datagram's destination
+			// (sockcheck/udp.go).
+			p.Privileges.Sockets.AllowUDP = true
+			how += " (TCP, and UDP on connected sockets: every UDP socket, connect and send checked)"
+		}
 	}
 	switch {
 	case s.LandlockErr == nil && s.TCPPorts:
