@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/corral-sh/corral/internal/landlock"
+	"github.com/corral-sh/corral/internal/seccomp"
 	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/sandbox/internal/egress"
 	"github.com/corral-sh/corral/sandbox/internal/plan"
@@ -204,6 +205,12 @@ func (n *network) refused(r stage.Refused) {
 		n.writes.say(n.p, r) // fsrefused.go
 		return
 	}
+	// A UDP destination refused (subreaper mode's DNS-only UDP): named
+	// once per destination, and in the connection log.
+	if ap, err := netip.ParseAddrPort(r.Addr); err == nil && (r.Kind == "udp" || r.Kind == "dns") && r.Call != "socket" && n.proxy != nil {
+		n.proxy.DirectUDP(ap, r.Path, r.Kind == "dns")
+		return
+	}
 	// A TCP call refused is a connect past the proxy, loopback too: named
 	// once per destination on stderr and in the connection log.
 	if ap, err := netip.ParseAddrPort(r.Addr); err == nil && r.Kind == "tcp" && r.Call != "bind" && r.Call != "listen" && n.proxy != nil {
@@ -298,6 +305,10 @@ func (n *network) forSubreaper() (plan.Plan, string, error) {
 			return plan.Plan{}, "", &setuperr.SetupError{Step: "listen for the runner's DNS queries on the host's loopback", Err: unwrapSyscall(err)}
 		}
 		n.dns, found.DNS = dns, true
+		// UDP sockets for the resolvers that ask over UDP: the checker
+		// makes them and hands them over (SECCOMP_ADDFD_FLAG_SEND, 5.14);
+		// on an older kernel they stay refused, and TCP answers glibc.
+		found.UDP = seccomp.AddfdSendMissing() == ""
 	}
 	return n.run.ForSubreaper(found)
 }

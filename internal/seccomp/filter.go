@@ -221,6 +221,18 @@ type SocketRules struct {
 	// before it refuses it: a client that resolves names itself learns why
 	// it fails. With RunnerRules.NotifyAddresses only.
 	NotifyInet bool
+	// AllowUDP admits UDP sockets over IPv4 and IPv6 too (SOCK_DGRAM,
+	// protocol 0 or IPPROTO_UDP), for the tree's DNS queries in
+	// subreaper mode, made by the listener's supervisor (socket(2) goes
+	// to it). No Landlock right covers UDP, so the supervisor must hold
+	// every datagram's destination: with NotifyAddresses, sendmsg(2) and
+	// sendmmsg(2) then go to the listener too (their destination lies in
+	// memory a filter cannot read) but for MSG_FASTOPEN, refused, and
+	// MSG_PROBE, which sends no datagram (udp.go); they fail with EACCES
+	// where the listener could not read them as the native ABI lays them
+	// out (x32's and the compat entry points', whose msghdr has 32-bit
+	// pointers). With NotifyAddresses only.
+	AllowUDP bool
 }
 
 // RunnerFilter returns the filter corral installs on the runner's thread
@@ -434,6 +446,12 @@ func (b block) emitNotify(a *asm) {
 	// The flags are sendmsg's third argument and sendmmsg's fourth.
 	for i, l := range fastopen {
 		a.bind(l)
+		if b.udp() {
+			// Every sendmsg and sendmmsg to the listener, or refused
+			// (udp.go).
+			b.emitUDPSend(a, i, notify, deny, allow)
+			continue
+		}
 		arg := 2
 		if i >= len(b.abi.sendmsg) {
 			arg = 3
@@ -499,15 +517,18 @@ func (b block) emitSockets(a *asm) {
 	a.jump(opJeq, unix.AF_INET, inet, next)
 	a.jump(opJeq, unix.AF_INET6, inet, deny)
 	a.bind(inet)
-	if !b.sockets.AllowTCP {
+	switch udp := b.udp(); {
+	case !b.sockets.AllowTCP && !udp:
 		a.ja(denyInet)
-	} else {
+	case !udp:
 		a.stmt(opLd, typ)
 		a.stmt(opAnd, ^uint32(unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC))
 		a.jump(opJeq, unix.SOCK_STREAM, next, denyInet)
 		a.stmt(opLd, proto)
 		a.jump(opJeq, 0, allow, next)
 		a.jump(opJeq, unix.IPPROTO_TCP, allow, denyInet)
+	default:
+		b.emitUDPSocket(a, typ, proto, allow, denyInet) // udp.go
 	}
 	if denyInet != deny {
 		a.bind(denyInet)

@@ -312,10 +312,16 @@ const (
 	// under the enforcer's guard (guard.go): the supervisor refuses it
 	// when the descriptor names corral.
 	CallPidfdSignal
+	// CallSendmsg and CallSendmmsg are sendmsg(2) and sendmmsg(2) at the
+	// native entry point, under SocketRules.AllowUDP (udp.go): the
+	// supervisor reads each msghdr, checks its destination, and makes the
+	// call itself.
+	CallSendmsg
+	CallSendmmsg
 )
 
 func (c SocketCall) String() string {
-	return [...]string{"other", "connect", "bind", "listen", "sendto", "socket", "pidfd_send_signal"}[c]
+	return [...]string{"other", "connect", "bind", "listen", "sendto", "socket", "pidfd_send_signal", "sendmsg", "sendmmsg"}[c]
 }
 
 // Call tells which socket call d is, at whichever entry point of the
@@ -352,6 +358,12 @@ func (d Data) Call() SocketCall {
 			return CallSendto
 		case a.socket:
 			return CallSocket
+		}
+		if i < 0 && len(a.sendmsg) > 0 && nr == a.sendmsg[0] && d.Nr&x32Bit == 0 {
+			return CallSendmsg
+		}
+		if i < 0 && len(a.sendmmsg) > 0 && nr == a.sendmmsg[0] && d.Nr&x32Bit == 0 {
+			return CallSendmmsg
 		}
 		if isPidfdSendSignal(a.audit, nr) {
 			return CallPidfdSignal

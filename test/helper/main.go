@@ -226,7 +226,8 @@ func init() {
 		"sendflood":     cmdSendFlood, "checker-try": cmdCheckerTry, // checker.go
 		"enforcer": cmdEnforcer,                         // enforcer.go
 		"fswrite":  cmdFSWrite, "swaprace": cmdSwapRace, // protect.go
-		"agentapi": cmdAgentAPI, // agentapi.go
+		"agentapi": cmdAgentAPI,                                                 // agentapi.go
+		"udp-get":  cmdUDPGet, "udp-try": cmdUDPTry, "udp-toctou": cmdUDPToctou, // udp.go
 	}
 }
 

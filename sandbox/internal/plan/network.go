@@ -144,6 +144,10 @@ type Subreaper struct {
 	// DNS: corral answers the runner's DNS queries (its connects to port
 	// 53 go to corral's responder): glibc is asked to use TCP.
 	DNS bool
+	// UDP: with DNS, the runner may make UDP sockets, for resolvers that
+	// ask over UDP (the checker makes them: this kernel can hand them
+	// over), every UDP connect and send checked.
+	UDP bool
 }
 
 // ForSubreaper is the plan of subreaper mode, where there is no network
@@ -171,6 +175,13 @@ func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
 	if s.DNS {
 		p.Env = withResolverTCP(p.Env)
 		how += ", DNS answered by corral"
+		if s.UDP {
+			// UDP sockets for the resolvers that ask over UDP; the
+			// checker holds every datagram's destination
+			// (sockcheck/udp.go).
+			p.Privileges.Sockets.AllowUDP = true
+			how += " (TCP, and UDP on connected sockets: every UDP socket, connect and send checked)"
+		}
 	}
 	switch {
 	case s.LandlockErr == nil && s.TCPPorts:
@@ -187,8 +198,12 @@ func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
 
 // withResolverTCP sets RES_OPTIONS=use-vc unless the caller set
 // RES_OPTIONS: glibc's resolver then asks over TCP, whose connect the
-// checker can bring to corral's responder; over UDP it sends unconnected
-// datagrams, whose answers, from corral's address, it would not take.
+// checker brings to corral's responder, and a stream has no source to
+// check. glibc 2.36 also takes corral's answers over UDP (it connects its
+// socket, and the checker connects it to the responder: measured in
+// test/egress_udp_test.go), but a resolver that compares an answer's
+// source with the nameservers it read (the check BIND-derived res_send
+// code carries) would drop them; over TCP every glibc build is answered.
 func withResolverTCP(env []string) []string {
 	for _, kv := range env {
 		if strings.HasPrefix(kv, "RES_OPTIONS=") {

@@ -18,10 +18,12 @@ type call struct {
 	tid  int
 	fd   int    // the checker's duplicate of the caller's socket
 	addr []byte // the copied sockaddr
-	// sendto's data and flags
-	data  []byte
-	flags int
-	w     *workerState
+	// sendto's and sendmsg's data and flags; sendmsg's control data
+	// (udp.go)
+	data    []byte
+	flags   int
+	control []byte
+	w       *workerState
 	// lost: the call was answered with a lost result (Checker.lost):
 	// lostVal is what it returned.
 	lost    bool
@@ -51,6 +53,9 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 	case seccomp.CallPidfdSignal:
 		return c.pidfdSignal(&cl) // signal.go
 	case seccomp.CallSocket:
+		if c.pol.DNSUDP.IsValid() && udpSocketCall(n) {
+			return c.udpSocket(w, &cl) // udp.go
+		}
 		// An inet socket the socket rules refuse (UDP for a DNS query,
 		// most often): named, then refused as the filter would have.
 		c.report(Refusal{Tid: cl.tid, Call: "socket", Kind: socketKind(n.Data.Args[1]), Direct: true,
@@ -91,6 +96,9 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 		return 0, unix.ENOTSOCK
 	}
 
+	if cl.kind == seccomp.CallSendmsg || cl.kind == seccomp.CallSendmmsg {
+		return c.sendMessages(w, &cl, cr, pidfd, domain) // udp.go
+	}
 	if cl.kind == seccomp.CallListen {
 		if err := w.asCaller(cr); err != nil {
 			return 0, unix.EACCES
@@ -226,6 +234,8 @@ func (c *Checker) perform(cl *call, addr []byte) (int64, unix.Errno) {
 	copy(buf[:], addr)
 	p = unsafe.Pointer(&buf[0])
 	switch cl.kind {
+	case seccomp.CallSendmsg:
+		return c.performMsg(cl, addr) // udp.go
 	case seccomp.CallBind:
 		_, _, e := unix.Syscall(unix.SYS_BIND, uintptr(cl.fd), uintptr(p), uintptr(len(addr)))
 		return 0, e
@@ -463,6 +473,9 @@ func (c *Checker) inet(cl *call, domain int) (int64, unix.Errno) {
 		return val, e
 	}
 
+	if typ, _ := unix.GetsockoptInt(cl.fd, unix.SOL_SOCKET, unix.SO_TYPE); typ == unix.SOCK_DGRAM {
+		return c.udp(cl, domain, ap, flow, scope) // udp.go
+	}
 	if cl.kind == seccomp.CallBind {
 		return c.bindInet(cl, domain, ap, flow, scope)
 	}
@@ -558,7 +571,10 @@ func (c *Checker) bindInet(cl *call, domain int, ap netip.AddrPort, flow, scope 
 		return 0, unix.EACCES
 	}
 	val, e := c.perform(cl, inetSockaddr(domain, netip.AddrPortFrom(addr, ap.Port()), flow, scope))
-	if e == 0 {
+	// What the tree bound may be connected to over TCP: a UDP port
+	// bound is none of that (a TCP service of the host on the same
+	// number stays out of reach).
+	if typ, _ := unix.GetsockoptInt(cl.fd, unix.SOL_SOCKET, unix.SO_TYPE); e == 0 && typ == unix.SOCK_STREAM {
 		sa, err := unix.Getsockname(cl.fd)
 		if err == nil {
 			var got netip.AddrPort

@@ -28,6 +28,7 @@ const (
 	childTCP    = "CORRAL_SOCKCHECK_TEST_TCP"
 	childWrites = "CORRAL_SOCKCHECK_TEST_WRITES" // fswrite_test.go
 	childMeta   = "CORRAL_SOCKCHECK_TEST_META"   // the filter hands the metadata calls over too
+	childUDP    = "CORRAL_SOCKCHECK_TEST_UDP"    // UDP sockets, every sendmsg checked (udp_test.go)
 	exitMissing = 3
 )
 
@@ -91,7 +92,7 @@ func (c *child) install(tcp bool) {
 	}
 	r := seccomp.RunnerRules{DenyVsock: true, NotifyAddresses: true, NotifyMetadata: os.Getenv(childMeta) != "", NotifyWrites: os.Getenv(childWrites) != ""}
 	if tcp {
-		r.Sockets = &seccomp.SocketRules{AllowTCP: true}
+		r.Sockets = &seccomp.SocketRules{AllowTCP: true, AllowUDP: os.Getenv(childUDP) != ""}
 	}
 	prog, err := seccomp.RunnerFilter(r)
 	if err != nil {
@@ -104,7 +105,9 @@ func (c *child) install(tcp bool) {
 	if err != nil {
 		c.fatalf("InstallWithListener: %v", err)
 	}
-	if err := unix.Sendmsg(3, []byte{1}, unix.UnixRights(l), nil, 0); err != nil {
+	// MSG_PROBE: as the exec stage sends it, past a filter that hands
+	// every other sendmsg to this listener (SocketRules.AllowUDP).
+	if err := unix.Sendmsg(3, []byte{1}, unix.UnixRights(l), nil, seccomp.MsgProbe); err != nil {
 		c.fatalf("send the listener: %v", err)
 	}
 	unix.Close(l)

@@ -88,7 +88,9 @@ type Refusal struct {
 	// Kind is "tcp" (an IPv4 or IPv6 address), "unix" (a path),
 	// "abstract" (an abstract Unix name), or, for a refused socket(2),
 	// "udp" or "inet"; "file" for a metadata call (Path: the file, as the
-	// kernel names it).
+	// kernel names it). A refused UDP destination (udp.go) is "udp"
+	// with Addr, or "dns" for a DNS query on an unconnected socket, with
+	// Path the program that sent it.
 	Kind string
 	Addr netip.AddrPort // for "tcp": the address asked for
 	Path string         // for "unix" and "abstract": the name as given

@@ -100,13 +100,20 @@ func (s *unixSock) take(n int) ([]int, bool) {
 
 func (s *unixSock) Write(p []byte) (int, error) { return s.f.Write(p) }
 
+// msgProbe is MSG_PROBE (linux/socket.h; seccomp.MsgProbe).
+const msgProbe = 0x10
+
 // writeFDs writes p with fds attached to its first byte.
 func (s *unixSock) writeFDs(p []byte, fds []int) error {
 	rights := unix.UnixRights(fds...)
 	var n int
 	var werr error
 	err := s.rc.Write(func(fd uintptr) bool {
-		n, werr = unix.SendmsgN(int(fd), p, rights, nil, unix.MSG_NOSIGNAL)
+		// MSG_PROBE changes nothing on a Unix stream socket; it is what
+		// lets the exec stage's sendmsg of the runner's seccomp listener
+		// pass a filter that hands every other sendmsg to that very
+		// listener (seccomp SocketRules.AllowUDP, internal/seccomp/udp.go).
+		n, werr = unix.SendmsgN(int(fd), p, rights, nil, unix.MSG_NOSIGNAL|msgProbe)
 		return werr != unix.EAGAIN
 	})
 	if err == nil {
