@@ -111,6 +111,10 @@ func initAttr(run *plan.Plan) (*syscall.SysProcAttr, bool, error) {
 			return nil, false, err
 		}
 		caps := append(append([]int{}, initCaps...), run.Privileges.Keep...)
+		if len(run.Net.Nameservers) > 0 {
+			// corral's DNS responder listens on port 53 inside.
+			caps = append(caps, int(capability.CAP_NET_BIND_SERVICE))
+		}
 		if len(run.Privileges.Overlays) > 0 {
 			// overlayfs makes its work folder mode 000 and checks it
 			// with the mounter's credentials: the exec stage needs
@@ -172,6 +176,10 @@ func followInit(link *stage.Link, init int, term *terminal, n *network) <-chan e
 			}
 			if r, ok := msg.(*stage.Refused); ok {
 				n.refused(*r)
+				continue
+			}
+			if r, ok := msg.(*stage.RelayRoute); ok {
+				n.relayRoute(link, r) // network.go
 				continue
 			}
 			if s, ok := msg.(*stage.PublishState); ok {

@@ -86,18 +86,7 @@ func (p *Proxy) ServeDNS() (DNSAddrs, error) {
 		l.Close()
 		return DNSAddrs{}, err
 	}
-	if lr, ok := p.cfg.Resolver.(*LaunchResolver); ok {
-		for name, addrs := range lr.hosts {
-			if !p.policy.nameAdmitted(name) {
-				continue
-			}
-			for _, a := range addrs {
-				if p.policy.answerable(a) {
-					p.answered.add(a.Unmap(), name)
-				}
-			}
-		}
-	}
+	p.rememberHosts()
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -111,6 +100,25 @@ func (p *Proxy) ServeDNS() (DNSAddrs, error) {
 	go p.serveDNSPackets(pc)
 	p.start(l, func(c net.Conn) { p.admit(c, stageHandshake, p.serveDNSConn) })
 	return DNSAddrs{TCP: l.Addr().(*net.TCPAddr).AddrPort(), UDP: pc.LocalAddr().(*net.UDPAddr).AddrPort()}, nil
+}
+
+// rememberHosts fills the table with the admitted names of the hosts
+// file read at launch: a client that reads that file itself asks no one.
+func (p *Proxy) rememberHosts() {
+	lr, ok := p.cfg.Resolver.(*LaunchResolver)
+	if !ok {
+		return
+	}
+	for name, addrs := range lr.hosts {
+		if !p.policy.nameAdmitted(name) {
+			continue
+		}
+		for _, a := range addrs {
+			if p.policy.answerable(a) {
+				p.answered.add(a.Unmap(), name)
+			}
+		}
+	}
 }
 
 func (p *Proxy) serveDNSPackets(pc net.PacketConn) {

@@ -144,6 +144,12 @@ type Network struct {
 	// TCPChecked: the engine's checker holds TCP connects and binds to
 	// their address (subreaper mode, where no network namespace does).
 	TCPChecked bool
+	// Nameservers are the addresses of the nameservers the resolver read
+	// at launch names, set by the host side in a namespace mode under
+	// --allow-net: the init puts them on the namespace's loopback and
+	// corral's DNS responder answers there (port 53, UDP and TCP), and
+	// the runner's TCP connects off loopback go through corral's relay.
+	Nameservers []string
 }
 
 // Proxy reports whether the run has an egress proxy.

@@ -67,6 +67,9 @@ type Egress struct {
 	// DNSTCP and DNSUDP are corral's DNS responder, where the runner's
 	// connects to port 53 go (zero: none).
 	DNSTCP, DNSUDP netip.AddrPort
+	// Relay takes the runner's TCP connects off the sandbox's loopback
+	// (pidns mode under --allow-net; nil: none).
+	Relay sockcheck.Relay
 }
 
 // SetEgress gives the checker, made by Prepare, eg. Call it before
