@@ -226,6 +226,7 @@ func init() {
 		"sendflood":     cmdSendFlood, "checker-try": cmdCheckerTry, // checker.go
 		"enforcer": cmdEnforcer,                         // enforcer.go
 		"fswrite":  cmdFSWrite, "swaprace": cmdSwapRace, // protect.go
+		"egressns": cmdEgressNS, // egressns.go
 	}
 }
 
