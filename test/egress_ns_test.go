@@ -235,11 +235,11 @@ func nsDNSAnswer(q []byte) []byte {
 
 // nsLogLine is a line of the run's log.
 type nsLogLine struct {
-	ID                                      int
+	ID                                       int
 	Host, Address, Decision, Via, Run, Event string
-	Port                                    int
-	BytesUp                                 int64 `json:"bytes_up"`
-	BytesDown                               int64 `json:"bytes_down"`
+	Port                                     int
+	BytesUp                                  int64 `json:"bytes_up"`
+	BytesDown                                int64 `json:"bytes_down"`
 }
 
 func readNSLog(t *testing.T, path string) []nsLogLine {
@@ -338,7 +338,7 @@ func TestEgressNSClients(t *testing.T) {
 			t.Errorf("want one line naming the refused lookup of bad.test, got %d:\n%s", k, res.stderr)
 		}
 		wantDeniedLines(t, res.stderr, map[string]bool{
-			fmt.Sprintf("direct connection to %s:%d", nsBadIP, bad.port):  true,
+			fmt.Sprintf("direct connection to %s:%d", nsBadIP, bad.port):   true,
 			fmt.Sprintf("direct connection to %s:%d", nsGoodIP, good.port): false,
 		})
 		if strings.Contains(res.stderr, "good.test") || strings.Contains(res.stderr, "echo.test") {
