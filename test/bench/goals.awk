@@ -25,6 +25,8 @@ function metric(unit,    i) {
 	mbs[p[2], leaf($1)] = metric("MB/s")
 }
 /^BenchmarkSetup\// { setup[leaf($1)] = metric("ns/op") }
+# Issue 34: a 200 MB download through the namespace modes' relay.
+/^BenchmarkRelayDownload\// { relaydl[leaf($1)] = metric("MB/s") }
 /^BenchmarkCheckedConnect/ {
 	name = $1
 	sub(/-[0-9]+$/, "", name)
@@ -109,5 +111,9 @@ END {
 		}
 		line = line sprintf("; the build before, --writable: %d ms: %.2f×", bw, w / bw)
 		printf "| tar -x of 20,000 files, %s, --writable ≤ 1.05× the build before | %s | %s |\n", mode, line, verdict(w / bw <= 1.05)
+	}
+	if (relaydl["relay"] != "" && relaydl["relay-floor"] != "") {
+		r = relaydl["relay"] / relaydl["relay-floor"]
+		printf "| issue 34: 200 MB through the namespace modes' relay ≥ the bare splice relay | %.0f MB/s vs %.0f MB/s the bare relay: %.2f× (direct %.0f MB/s) | %s |\n", relaydl["relay"], relaydl["relay-floor"], r, relaydl["direct"], verdict(r >= 1)
 	}
 }
