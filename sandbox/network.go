@@ -10,8 +10,11 @@ package sandbox
 // and hands them over the stage socket (a socket keeps its namespace,
 // whoever holds it), and each --publish connection is a request to the
 // init for a socket it connected inside; the host listens on a --publish
-// port only while the runner's server listens inside (publish.go). In
-// subreaper mode the proxy listens on the host's loopback, and the
+// port only while the runner's server listens inside (publish.go). Under
+// --allow-net the init also makes the DNS responder's sockets on the
+// nameservers' addresses inside and the relay's listeners, and the
+// engine's checker, in the init, asks this side to route each TCP connect
+// off loopback (relayRoute; egress.RelayRoute). In subreaper mode the proxy listens on the host's loopback, and the
 // runner's socket filter and Landlock's TCP ports keep it to the proxy,
 // the --host-port ports and its --publish ports.
 

@@ -12,17 +12,19 @@ import (
 	"time"
 )
 
-// corral's DNS responder (subreaper mode, where the runner shares the
-// host's network): the runner's lookups are answered from the resolver
+// corral's DNS responder: the runner's lookups are answered from the resolver
 // fixed at launch, under the policy. A name an --allow-net entry admits
 // (on any port) gets its addresses, less those the SSRF guard or a
 // --deny-net entry for every port refuses; every other name is NXDOMAIN,
 // named once on stderr and in the log (via dns). Each address answered is
 // remembered with the names it was answered for (answers), so that a
 // direct connect to it is decided as the proxy would decide the name
-// (DirectConnect). The engine's checker brings the runner's queries here:
-// a TCP connect to port 53 and a UDP socket's connect to port 53 are made
-// to these listeners instead.
+// (DirectConnect, RelayRoute). In subreaper mode, where the runner shares
+// the host's network, the engine's checker brings the runner's queries
+// here: a TCP connect to port 53 and a UDP socket's connect to port 53 are
+// made to these listeners instead (ServeDNS). In a namespace mode it
+// answers on sockets made inside the runner's network namespace, on the
+// nameservers' own addresses (ServeDNSOn, relay.go).
 
 // The table's bounds (DESIGN.md, "Memory a runner can make corral hold"):
 // a runner that looks up names without end fills it, after which new

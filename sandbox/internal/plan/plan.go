@@ -134,8 +134,8 @@ type Network struct {
 	KeepNoProxy bool
 	// NoProxyEnv (--no-proxy-env): the runner gets no proxy variables,
 	// and keeps the caller's NO_PROXY; its clients connect directly,
-	// which subreaper mode's checker decides (and a network namespace
-	// does not allow).
+	// which the engine's checker decides (subreaper mode: on the
+	// runner's own socket; a namespace mode: through corral's relay).
 	NoProxyEnv bool
 	// ProxyAddr is where the runner reaches the egress proxy, set by the
 	// host side for the mode it runs (the init listens there in pidns
