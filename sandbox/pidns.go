@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"github.com/corral-sh/corral/internal/exitstatus"
@@ -138,6 +139,9 @@ func modeLine(run *plan.Plan, userns bool) string {
 		line += "; network: a network namespace of its own, loopback only"
 		if run.Net.ProxyAddr != "" {
 			line += "; egress proxy at " + run.Net.ProxyAddr + " inside"
+		}
+		if len(run.Net.Nameservers) > 0 {
+			line += "; DNS answered by corral at " + strings.Join(run.Net.Nameservers, ", ") + " port 53 inside, TCP connects off loopback through corral's relay"
 		}
 	}
 	return line
