@@ -381,9 +381,9 @@ func TestEgressNSClients(t *testing.T) {
 }
 
 // Real ssh, which knows no proxy variables, in a namespace mode: an sshd
-// the test runs on the servers' side, and `ssh root@good.test` under
-// --allow-net good.test:PORT alone: the name answered by corral, the
-// connection relayed.
+// the test runs on the servers' side, and `ssh root@good.test` and `git
+// clone root@good.test:REPO` under --allow-net good.test:PORT alone: the
+// name answered by corral, the connection relayed.
 func TestEgressNSSSH(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		nsEgressOnly(t, m)
@@ -443,12 +443,32 @@ func TestEgressNSSSH(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		})
-		runner, results := e.script(fmt.Sprintf(`ssh -F /dev/null -i %s -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -p %d root@good.test 'echo ssh-ok' >"$R"/out 2>"$R"/err
-`, shq(userKey), port))
+		// A repository to clone over ssh, as git clone git@host:… does.
+		repo := e.file("repo.git")
+		for _, args := range [][]string{{"init", "-q", "--bare", repo}, {"-C", repo, "config", "uploadpack.allowAnySHA1InWant", "true"}} {
+			if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v: %s", args, err, out)
+			}
+		}
+		seed := e.file("seed")
+		for _, args := range [][]string{{"init", "-q", seed}, {"-C", seed, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "over-ssh"},
+			{"-C", seed, "push", "-q", repo, "HEAD:refs/heads/main"}} {
+			if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+				t.Fatalf("git %v: %v: %s", args, err, out)
+			}
+		}
+		sshCmd := fmt.Sprintf("ssh -F /dev/null -i %s -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -p %d", shq(userKey), port)
+		runner, results := e.script(fmt.Sprintf(`%s root@good.test 'echo ssh-ok' >"$R"/out 2>"$R"/err
+GIT_SSH_COMMAND=%s git clone -q -b main root@good.test:%s "$R"/clone 2>"$R"/clone.err && git -C "$R"/clone log --format=%%s >"$R"/clone.log
+exit 0
+`, sshCmd, shq(sshCmd), shq(repo)))
 		res := e.startCmd(n.corral(e, e.args(netOpts("--allow-net", fmt.Sprintf("good.test:%d", port)), runner), e.markerEnv())).wait(corralTimeout)
 		wantNetCode(t, res, 0)
 		if out := readResult(t, results, "out"); out != "ssh-ok" {
 			t.Errorf("ssh root@good.test: %q, stderr %q; want ssh-ok\nsshd: %s", out, readResult(t, results, "err"), sshdLog.String())
+		}
+		if log := readResult(t, results, "clone.log"); log != "over-ssh" {
+			t.Errorf("git clone over ssh: log %q, stderr %q; want the commit over-ssh", log, readResult(t, results, "clone.err"))
 		}
 		e.assertGone()
 	})
