@@ -92,9 +92,9 @@ func (c *Checker) relay(cl *call, domain int, dest netip.AddrPort) (val int64, e
 // bindSource binds fd to port 0 of a, as the caller (the worker carries
 // its credentials).
 func bindSource(fd, domain int, a netip.Addr) unix.Errno {
-	var sa unix.Sockaddr = &unix.SockaddrInet4{Addr: a.Unmap().As4()}
-	if domain == unix.AF_INET6 {
-		sa = &unix.SockaddrInet6{Addr: a.As16()}
+	var sa unix.Sockaddr = &unix.SockaddrInet6{Addr: a.As16()}
+	if domain == unix.AF_INET {
+		sa = &unix.SockaddrInet4{Addr: a.Unmap().As4()}
 	}
 	if err := unix.Bind(fd, sa); err != nil {
 		if e, ok := err.(unix.Errno); ok && e != unix.EINVAL { // EINVAL: another thread bound it meanwhile
