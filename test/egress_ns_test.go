@@ -43,10 +43,11 @@ const (
 	nsGoodIP = "198.51.100.2" // good.test, echo.test
 	nsBadIP  = "198.51.100.3" // bad.test, and the IP literal no entry admits
 	nsDNSIP  = "198.51.100.53"
+	nsGood6  = "2001:db8:100::2" // good6.test, IPv6 alone
 )
 
-// nsNames are the test DNS server's A records.
-var nsNames = map[string]string{"good.test": nsGoodIP, "echo.test": nsGoodIP, "bad.test": nsBadIP}
+// nsNames are the test DNS server's A and AAAA records.
+var nsNames = map[string][]string{"good.test": {nsGoodIP}, "echo.test": {nsGoodIP}, "bad.test": {nsBadIP}, "good6.test": {nsGood6}}
 
 // nsEgressOnly skips subreaper mode, saying why.
 func nsEgressOnly(t *testing.T, m mode) {
@@ -75,12 +76,14 @@ func newNSNet(t *testing.T, e *env) *nsNet {
 	ip(n.outside, fmt.Sprintf(`ip link set lo up
 ip link add va type veth peer name vb netns %d
 ip addr add 198.51.100.1/24 dev va
+ip addr add 2001:db8:100::1/64 dev va nodad
 ip link set va up`, n.servers))
 	ip(n.servers, fmt.Sprintf(`ip link set lo up
 ip addr add %s/24 dev vb
 ip addr add %s/24 dev vb
 ip addr add %s/24 dev vb
-ip link set vb up`, nsGoodIP, nsBadIP, nsDNSIP))
+ip addr add %s/64 dev vb nodad
+ip link set vb up`, nsGoodIP, nsBadIP, nsDNSIP, nsGood6))
 	n.resolv, n.hosts = e.file("resolv.conf"), e.file("hosts")
 	e.writeFile(n.resolv, "nameserver "+nsDNSIP+"\n", 0o644)
 	e.writeFile(n.hosts, "127.0.0.1 localhost\n", 0o644)
@@ -170,9 +173,9 @@ func (n *nsNet) corral(e *env, args []string, extraEnv ...string) *exec.Cmd {
 	return cmd
 }
 
-// startNSDNS serves the test's names over UDP at nsDNSIP:53: an A record
-// for each of nsNames, an empty answer for another type, NXDOMAIN for any
-// other name.
+// startNSDNS serves the test's names over UDP at nsDNSIP:53: the A and
+// AAAA records of nsNames, an empty answer for another type, NXDOMAIN for
+// any other name.
 func startNSDNS(t *testing.T) {
 	pc, err := net.ListenPacket("udp4", nsDNSIP+":53")
 	if err != nil {
@@ -213,16 +216,25 @@ func nsDNSAnswer(q []byte) []byte {
 	}
 	qtype := binary.BigEndian.Uint16(q[i+1 : i+3])
 	question := q[12 : i+5]
-	addr, known := nsNames[strings.ToLower(strings.Join(labels, "."))]
+	addrs, known := nsNames[strings.ToLower(strings.Join(labels, "."))]
 	flags, count := uint16(0x8180), uint16(0)
 	var answer []byte
-	switch {
-	case !known:
+	if !known {
 		flags |= 3 // NXDOMAIN
-	case qtype == 1:
-		count = 1
-		answer = append([]byte{0xc0, 12}, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4)
-		answer = append(answer, net.ParseIP(addr).To4()...)
+	}
+	for _, a := range addrs {
+		ip := net.ParseIP(a)
+		switch {
+		case qtype == 1 && ip.To4() != nil:
+			answer = append(answer, 0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4)
+			answer = append(answer, ip.To4()...)
+		case qtype == 28 && ip.To4() == nil:
+			answer = append(answer, 0xc0, 12, 0, 28, 0, 1, 0, 0, 0, 60, 0, 16)
+			answer = append(answer, ip.To16()...)
+		default:
+			continue
+		}
+		count++
 	}
 	out := binary.BigEndian.AppendUint16(nil, binary.BigEndian.Uint16(q[0:2]))
 	out = binary.BigEndian.AppendUint16(out, flags|uint16(q[2]&1)<<8) // RD as asked
@@ -264,7 +276,8 @@ func readNSLog(t *testing.T, path string) []nsLogLine {
 // binary) and busybox's nslookup resolve an admitted name through corral's
 // responder on the nameserver's address inside, and curl, python and the
 // Go binary get its page through the relay; a line-echo server on another
-// admitted name answers; a name no entry admits fails to resolve and is
+// admitted name answers; a name with an IPv6 address alone is reached
+// over IPv6; a name no entry admits fails to resolve and is
 // named once; an IP literal no entry admits is refused and named once, and
 // its server never sees a connection. The log has the lookups (via dns)
 // and each relayed connection's decision and end lines (via direct), with
@@ -275,10 +288,11 @@ func TestEgressNSClients(t *testing.T) {
 		nsEgressOnly(t, m)
 		e := newEnv(t, m)
 		n := newNSNet(t, e)
-		var good, bad *httpServer
+		var good, good6, bad *httpServer
 		var echo *tcpServer
 		n.inServers(t, func() {
 			good = startHTTP(t, nsGoodIP, "")
+			good6 = startHTTP(t, nsGood6, "")
 			bad = startHTTP(t, nsBadIP, "")
 			echo = startTCP(t, nsGoodIP, true, nil)
 		})
@@ -290,6 +304,7 @@ func TestEgressNSClients(t *testing.T) {
 		}
 		goodURL := func(path string) string { return fmt.Sprintf("http://good.test:%d/%s", good.port, path) }
 		runner, results := e.script(get("curl", goodURL("curl")) +
+			get("curl6", fmt.Sprintf("http://good6.test:%d/curl6", good6.port)) +
 			fmt.Sprintf("%s -c 'import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' %s >\"$R\"/py.body 2>\"$R\"/py.err\n",
 				python, shq(goodURL("py"))) +
 			fmt.Sprintf("%s >\"$R\"/go.body 2>\"$R\"/go.err\n", strings.Join(e.helper("egressns", "-get", fmt.Sprintf("good.test:%d/go", good.port)), " ")) +
@@ -303,11 +318,15 @@ func TestEgressNSClients(t *testing.T) {
 		log := e.file("net.log")
 		res := e.startCmd(n.corral(e, e.args(netOpts("--no-proxy-env", "--log", log,
 			"--allow-net", fmt.Sprintf("good.test:%d", good.port),
-			"--allow-net", fmt.Sprintf("echo.test:%d", echo.port)), runner), e.markerEnv())).wait(corralTimeout)
+			"--allow-net", fmt.Sprintf("echo.test:%d", echo.port),
+			"--allow-net", fmt.Sprintf("good6.test:%d", good6.port)), runner), e.markerEnv())).wait(corralTimeout)
 		wantNetCode(t, res, 0)
 
 		if code, body := readResult(t, results, "curl.code"), readResult(t, results, "curl.body"); code != "200" || body != good.hello("/curl") {
 			t.Errorf("curl (glibc): code %q body %q err %q; want the page through the relay", code, body, readResult(t, results, "curl.err"))
+		}
+		if code, body := readResult(t, results, "curl6.code"), readResult(t, results, "curl6.body"); code != "200" || body != good6.hello("/curl6") {
+			t.Errorf("curl to a name with an IPv6 address alone: code %q body %q err %q; want the page through the relay", code, body, readResult(t, results, "curl6.err"))
 		}
 		if body := readResult(t, results, "py.body"); body != good.hello("/py") {
 			t.Errorf("python urllib (glibc): %q (%s); want the page", body, readResult(t, results, "py.err"))
