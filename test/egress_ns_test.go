@@ -86,7 +86,9 @@ ip addr add %s/64 dev vb nodad
 ip link set vb up`, nsGoodIP, nsBadIP, nsDNSIP, nsGood6))
 	n.resolv, n.hosts = e.file("resolv.conf"), e.file("hosts")
 	e.writeFile(n.resolv, "nameserver "+nsDNSIP+"\n", 0o644)
-	e.writeFile(n.hosts, "127.0.0.1 localhost\n", 0o644)
+	// A name the hosts file alone gives (Kubernetes' hostAliases): the
+	// runner reads it itself, corral read it at launch.
+	e.writeFile(n.hosts, "127.0.0.1 localhost\n"+nsGoodIP+" fromhosts.test\n", 0o644)
 	n.inServers(t, func() { startNSDNS(t) })
 	return n
 }
@@ -277,7 +279,8 @@ func readNSLog(t *testing.T, path string) []nsLogLine {
 // responder on the nameserver's address inside, and curl, python and the
 // Go binary get its page through the relay; a line-echo server on another
 // admitted name answers; a name with an IPv6 address alone is reached
-// over IPv6; a name no entry admits fails to resolve and is
+// over IPv6; a name the hosts file read at launch gives is reached; UDP
+// to an admitted address, not DNS (QUIC's port), fails; a name no entry admits fails to resolve and is
 // named once; an IP literal no entry admits is refused and named once, and
 // its server never sees a connection. The log has the lookups (via dns)
 // and each relayed connection's decision and end lines (via direct), with
@@ -288,10 +291,11 @@ func TestEgressNSClients(t *testing.T) {
 		nsEgressOnly(t, m)
 		e := newEnv(t, m)
 		n := newNSNet(t, e)
-		var good, good6, bad *httpServer
+		var good, good6, bad, hosts *httpServer
 		var echo *tcpServer
 		n.inServers(t, func() {
 			good = startHTTP(t, nsGoodIP, "")
+			hosts = startHTTP(t, nsGoodIP, "")
 			good6 = startHTTP(t, nsGood6, "")
 			bad = startHTTP(t, nsBadIP, "")
 			echo = startTCP(t, nsGoodIP, true, nil)
@@ -305,6 +309,8 @@ func TestEgressNSClients(t *testing.T) {
 		goodURL := func(path string) string { return fmt.Sprintf("http://good.test:%d/%s", good.port, path) }
 		runner, results := e.script(get("curl", goodURL("curl")) +
 			get("curl6", fmt.Sprintf("http://good6.test:%d/curl6", good6.port)) +
+			get("hosts", fmt.Sprintf("http://fromhosts.test:%d/hosts", hosts.port)) +
+			fmt.Sprintf("%s -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\"x\", (\"%s\", 443))' 2>\"$R\"/udp.err; echo $? >\"$R\"/udp.exit\n", python, nsGoodIP) +
 			fmt.Sprintf("%s -c 'import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' %s >\"$R\"/py.body 2>\"$R\"/py.err\n",
 				python, shq(goodURL("py"))) +
 			fmt.Sprintf("%s >\"$R\"/go.body 2>\"$R\"/go.err\n", strings.Join(e.helper("egressns", "-get", fmt.Sprintf("good.test:%d/go", good.port)), " ")) +
@@ -319,7 +325,8 @@ func TestEgressNSClients(t *testing.T) {
 		res := e.startCmd(n.corral(e, e.args(netOpts("--no-proxy-env", "--log", log,
 			"--allow-net", fmt.Sprintf("good.test:%d", good.port),
 			"--allow-net", fmt.Sprintf("echo.test:%d", echo.port),
-			"--allow-net", fmt.Sprintf("good6.test:%d", good6.port)), runner), e.markerEnv())).wait(corralTimeout)
+			"--allow-net", fmt.Sprintf("good6.test:%d", good6.port),
+			"--allow-net", fmt.Sprintf("fromhosts.test:%d", hosts.port)), runner), e.markerEnv())).wait(corralTimeout)
 		wantNetCode(t, res, 0)
 
 		if code, body := readResult(t, results, "curl.code"), readResult(t, results, "curl.body"); code != "200" || body != good.hello("/curl") {
@@ -327,6 +334,12 @@ func TestEgressNSClients(t *testing.T) {
 		}
 		if code, body := readResult(t, results, "curl6.code"), readResult(t, results, "curl6.body"); code != "200" || body != good6.hello("/curl6") {
 			t.Errorf("curl to a name with an IPv6 address alone: code %q body %q err %q; want the page through the relay", code, body, readResult(t, results, "curl6.err"))
+		}
+		if code, body := readResult(t, results, "hosts.code"), readResult(t, results, "hosts.body"); code != "200" || body != hosts.hello("/hosts") {
+			t.Errorf("a name from the hosts file read at launch: code %q body %q err %q; want the page", code, body, readResult(t, results, "hosts.err"))
+		}
+		if readResult(t, results, "udp.exit") == "0" {
+			t.Errorf("UDP to an admitted name's address, not DNS, was sent")
 		}
 		if body := readResult(t, results, "py.body"); body != good.hello("/py") {
 			t.Errorf("python urllib (glibc): %q (%s); want the page", body, readResult(t, results, "py.err"))
