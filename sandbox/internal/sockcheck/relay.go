@@ -1,6 +1,7 @@
 package sockcheck
 
 import (
+	"math/rand/v2"
 	"net/netip"
 
 	"golang.org/x/sys/unix"
@@ -48,7 +49,7 @@ func (c *Checker) relay(cl *call, domain int, dest netip.AddrPort) (val int64, e
 	}
 	v4, v6 := r.Addrs()
 	to := v4
-	src := netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	src := loopbackSource()
 	if domain == unix.AF_INET6 {
 		only, _ := unix.GetsockoptInt(cl.fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY)
 		switch {
@@ -87,6 +88,16 @@ func (c *Checker) relay(cl *call, domain int, dest netip.AddrPort) (val int64, e
 	}
 	val, e = c.perform(cl, inetSockaddr(domain, to, 0, 0))
 	return val, e, true
+}
+
+// loopbackSource is a source address for a connect to the relay: one of
+// 127/8 at random, not 127.0.0.1 alone. Every relayed connection goes to
+// the one relay address, and a source port stays taken for TIME_WAIT's
+// minute after its connection closes (bind picks none that is), so 127.0.0.1
+// alone would bound the relay to some 28,000 connections a minute (the
+// ephemeral range); each further address brings a range of its own.
+func loopbackSource() netip.Addr {
+	return netip.AddrFrom4([4]byte{127, byte(1 + rand.IntN(254)), byte(1 + rand.IntN(254)), byte(1 + rand.IntN(254))})
 }
 
 // bindSource binds fd to port 0 of a, as the caller (the worker carries
