@@ -214,12 +214,18 @@ func (n *network) fromInit(_ stage.Kind, msg any) error {
 }
 
 // relayRoute answers the init's checker: may the runner's connect to Dst,
-// which the checker makes to the relay from Src, go out (egress.RelayRoute)?
+// which the checker makes to the relay from Src, go out, and what did
+// dialling it give (egress.RelayRoute)? It dials: run it on a goroutine
+// of its own, not on the one that follows the init's reports.
 func (n *network) relayRoute(link *stage.Link, r *stage.RelayRoute) {
 	src, err1 := netip.ParseAddrPort(r.Src)
 	dst, err2 := netip.ParseAddrPort(r.Dst)
-	ok := err1 == nil && err2 == nil && n.proxy != nil && n.proxy.RelayRoute(src, dst)
-	_ = link.Send(stage.MsgRelayRouted, &stage.RelayRouted{ID: r.ID, Allowed: ok})
+	reply := &stage.RelayRouted{ID: r.ID}
+	if err1 == nil && err2 == nil && n.proxy != nil {
+		ok, e := n.proxy.RelayRoute(src, dst)
+		reply.Allowed, reply.Errno = ok, uint64(e)
+	}
+	_ = link.Send(stage.MsgRelayRouted, reply)
 }
 
 func dialHost(port uint16) egress.DialFunc {

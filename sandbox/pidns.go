@@ -183,7 +183,7 @@ func followInit(link *stage.Link, init int, term *terminal, n *network) <-chan e
 				continue
 			}
 			if r, ok := msg.(*stage.RelayRoute); ok {
-				n.relayRoute(link, r) // network.go
+				go n.relayRoute(link, r) // network.go: it dials
 				continue
 			}
 			if s, ok := msg.(*stage.PublishState); ok {

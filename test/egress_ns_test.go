@@ -44,10 +44,13 @@ const (
 	nsBadIP  = "198.51.100.3" // bad.test, and the IP literal no entry admits
 	nsDNSIP  = "198.51.100.53"
 	nsGood6  = "2001:db8:100::2" // good6.test, IPv6 alone
+	// dual.test's IPv6 address, which no route reaches from the outside
+	// namespace: a host without IPv6, as many are.
+	nsNoRoute6 = "2001:db8:200::2"
 )
 
 // nsNames are the test DNS server's A and AAAA records.
-var nsNames = map[string][]string{"good.test": {nsGoodIP}, "echo.test": {nsGoodIP}, "bad.test": {nsBadIP}, "good6.test": {nsGood6}}
+var nsNames = map[string][]string{"good.test": {nsGoodIP}, "echo.test": {nsGoodIP}, "bad.test": {nsBadIP}, "good6.test": {nsGood6}, "dual.test": {nsNoRoute6, nsGoodIP}}
 
 // nsEgressOnly skips subreaper mode, saying why.
 func nsEgressOnly(t *testing.T, m mode) {
@@ -279,7 +282,8 @@ func readNSLog(t *testing.T, path string) []nsLogLine {
 // responder on the nameserver's address inside, and curl, python and the
 // Go binary get its page through the relay; a line-echo server on another
 // admitted name answers; a name with an IPv6 address alone is reached
-// over IPv6; a name the hosts file read at launch gives is reached; UDP
+// over IPv6; a name whose IPv6 address no route reaches is reached over
+// IPv4, its IPv6 connect failing as it would have; a name the hosts file read at launch gives is reached; UDP
 // to an admitted address, not DNS (QUIC's port), fails; a name no entry admits fails to resolve and is
 // named once; an IP literal no entry admits is refused and named once, and
 // its server never sees a connection. The log has the lookups (via dns)
@@ -291,11 +295,12 @@ func TestEgressNSClients(t *testing.T) {
 		nsEgressOnly(t, m)
 		e := newEnv(t, m)
 		n := newNSNet(t, e)
-		var good, good6, bad, hosts *httpServer
+		var good, good6, bad, hosts, dual *httpServer
 		var echo *tcpServer
 		n.inServers(t, func() {
 			good = startHTTP(t, nsGoodIP, "")
 			hosts = startHTTP(t, nsGoodIP, "")
+			dual = startHTTP(t, nsGoodIP, "")
 			good6 = startHTTP(t, nsGood6, "")
 			bad = startHTTP(t, nsBadIP, "")
 			echo = startTCP(t, nsGoodIP, true, nil)
@@ -314,6 +319,7 @@ func TestEgressNSClients(t *testing.T) {
 			fmt.Sprintf("%s -c 'import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' %s >\"$R\"/py.body 2>\"$R\"/py.err\n",
 				python, shq(goodURL("py"))) +
 			fmt.Sprintf("%s >\"$R\"/go.body 2>\"$R\"/go.err\n", strings.Join(e.helper("egressns", "-get", fmt.Sprintf("good.test:%d/go", good.port)), " ")) +
+			fmt.Sprintf("%s >\"$R\"/dual.body 2>\"$R\"/dual.err\n", strings.Join(e.helper("egressns", "-v6first", "-get", fmt.Sprintf("dual.test:%d/dual", dual.port)), " ")) +
 			fmt.Sprintf("%s >\"$R\"/echo.out 2>\"$R\"/echo.err\n", strings.Join(e.helper("egressns", "-echo", fmt.Sprintf("echo.test:%d", echo.port), "-line", "hello-echo"), " ")) +
 			"/bin/busybox nslookup good.test >\"$R\"/nslookup.out 2>&1\n" +
 			get("bad", fmt.Sprintf("http://bad.test:%d/bad", bad.port)) +
@@ -326,7 +332,8 @@ func TestEgressNSClients(t *testing.T) {
 			"--allow-net", fmt.Sprintf("good.test:%d", good.port),
 			"--allow-net", fmt.Sprintf("echo.test:%d", echo.port),
 			"--allow-net", fmt.Sprintf("good6.test:%d", good6.port),
-			"--allow-net", fmt.Sprintf("fromhosts.test:%d", hosts.port)), runner), e.markerEnv())).wait(corralTimeout)
+			"--allow-net", fmt.Sprintf("fromhosts.test:%d", hosts.port),
+			"--allow-net", fmt.Sprintf("dual.test:%d", dual.port)), runner), e.markerEnv())).wait(corralTimeout)
 		wantNetCode(t, res, 0)
 
 		if code, body := readResult(t, results, "curl.code"), readResult(t, results, "curl.body"); code != "200" || body != good.hello("/curl") {
@@ -346,6 +353,9 @@ func TestEgressNSClients(t *testing.T) {
 		}
 		if body := readResult(t, results, "go.body"); body != good.hello("/go") {
 			t.Errorf("a static Go binary (Go's resolver): %q (%s); want the page", body, readResult(t, results, "go.err"))
+		}
+		if body := readResult(t, results, "dual.body"); body != dual.hello("/dual") {
+			t.Errorf("a name whose IPv6 address no route reaches, and an IPv4 one: %q (%s); want the page over IPv4 (the IPv6 connect failing as it would have)", body, readResult(t, results, "dual.err"))
 		}
 		if out := readResult(t, results, "echo.out"); out != "hello-echo" {
 			t.Errorf("line echo on echo.test: %q (%s); want hello-echo", out, readResult(t, results, "echo.err"))
@@ -373,8 +383,8 @@ func TestEgressNSClients(t *testing.T) {
 			fmt.Sprintf("direct connection to %s:%d", nsBadIP, bad.port):   true,
 			fmt.Sprintf("direct connection to %s:%d", nsGoodIP, good.port): false,
 		})
-		if strings.Contains(res.stderr, "good.test") || strings.Contains(res.stderr, "echo.test") {
-			t.Errorf("stderr names an admitted name:\n%s", res.stderr)
+		if strings.Contains(res.stderr, "good.test") || strings.Contains(res.stderr, "echo.test") || strings.Contains(res.stderr, nsGoodIP+":53") || strings.Contains(res.stderr, nsNoRoute6) {
+			t.Errorf("stderr names an admitted name or address:\n%s", res.stderr)
 		}
 
 		lines := readNSLog(t, log)

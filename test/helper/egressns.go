@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sort"
 	"strings"
 	"time"
 )
@@ -24,6 +25,7 @@ func cmdEgressNS(fs *flag.FlagSet) func(*common) error {
 	echo := fs.String("echo", "", "HOST:PORT of a line-echo server")
 	line := fs.String("line", "ping", "the line -echo sends")
 	lookup := fs.String("lookup", "", "a name to resolve")
+	v6first := fs.Bool("v6first", false, "-get: try the name's IPv6 addresses first, then its IPv4 ones, one at a time, as many clients do")
 	return func(c *common) error {
 		if err := c.setup(false); err != nil {
 			return err
@@ -42,7 +44,13 @@ func cmdEgressNS(fs *flag.FlagSet) func(*common) error {
 			fmt.Println(strings.Join(addrs, " "))
 		case *get != "":
 			hostport, path, _ := strings.Cut(*get, "/")
-			conn, err := d.DialContext(ctx, "tcp", hostport)
+			dial := d.DialContext
+			if *v6first {
+				dial = func(ctx context.Context, network, hostport string) (net.Conn, error) {
+					return dialInOrder(ctx, &r, hostport)
+				}
+			}
+			conn, err := dial(ctx, "tcp", hostport)
 			if err != nil {
 				return err
 			}
@@ -81,4 +89,28 @@ func cmdEgressNS(fs *flag.FlagSet) func(*common) error {
 		}
 		return nil
 	}
+}
+
+// dialInOrder connects to the IPv6 addresses of hostport's name, then to
+// its IPv4 ones, one after the other, until one connects: a client that
+// goes on to the next address only when a connect fails.
+func dialInOrder(ctx context.Context, r *net.Resolver, hostport string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := r.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(addrs, func(i, j int) bool { return addrs[i].Is6() && !addrs[j].Is6() })
+	var d net.Dialer
+	err = fmt.Errorf("%s has no address", host)
+	for _, a := range addrs {
+		var c net.Conn
+		if c, err = d.DialContext(ctx, "tcp", net.JoinHostPort(a.String(), port)); err == nil {
+			return c, nil
+		}
+	}
+	return nil, err
 }

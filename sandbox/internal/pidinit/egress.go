@@ -22,15 +22,15 @@ package pidinit
 // Connects: the engine's checker (package sockcheck, relay.go) makes a TCP
 // connect to an address off loopback to the relay listener made here,
 // after it asked the host side (Route, a call over the stage link) to
-// decide the destination and note the source it bound the runner's
-// socket to. The host side accepts on the listener, finds the route by
-// the connection's source, dials the destination from the host and
-// splices both ways.
+// decide the destination, dial it and note the source it bound the
+// runner's socket to. The host side accepts on the listener, finds the
+// route by the connection's source and splices both ways.
 
 import (
 	"context"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -81,19 +81,20 @@ func (r *relay) Local(a netip.Addr) bool {
 	return false
 }
 
-// routeTimeout bounds the wait for the host side's decision: it answers
-// from memory, so only a host side that is gone takes this long.
-const routeTimeout = 10 * time.Second
+// routeTimeout bounds the wait for the host side's answer: its decision
+// and its dial, which has a deadline of its own (egress.DefaultDialTimeout).
+const routeTimeout = 15 * time.Second
 
-func (r *relay) Route(src, dst netip.AddrPort) bool {
+func (r *relay) Route(src, dst netip.AddrPort) (bool, syscall.Errno) {
 	<-r.said
 	ctx, cancel := context.WithTimeout(context.Background(), routeTimeout)
 	defer cancel()
 	reply, err := r.link.Call(ctx, stage.MsgRelayRoute, &stage.RelayRoute{Src: src.String(), Dst: dst.String()})
 	if err != nil {
-		return false
+		return true, syscall.ETIMEDOUT // the host side is gone or stuck: the run is ending
 	}
-	return reply.(*stage.RelayRouted).Allowed
+	routed := reply.(*stage.RelayRouted)
+	return routed.Allowed, syscall.Errno(routed.Errno)
 }
 
 // egressListeners puts the nameservers' addresses on loopback and makes,

@@ -15,9 +15,12 @@ import (
 // network namespace has loopback only, so the checker makes such a
 // connect to the relay's listener inside instead, from a loopback source
 // address it bound the runner's socket to, after the host side decided
-// the destination and noted source → destination (Relay.Route): the
-// relay knows where a connection goes before its first byte, and dials
-// only the destination decided on the address the checker copied. A
+// the destination, dialled it and noted source → destination
+// (Relay.Route): the relay knows where a connection goes before its first
+// byte, dials only the destination decided on the address the checker
+// copied, and a destination that refuses or cannot be reached fails the
+// runner's connect as it would have (so a client tries its next address,
+// IPv4 after an IPv6 one on a host without IPv6). A
 // runner thread that rewrites the sockaddr after the copy changes
 // nothing; one that connects its own socket to the relay gets a
 // connection only where a route was noted for its source, to a
@@ -32,8 +35,10 @@ type Relay interface {
 	// Local reports whether a is reached inside the namespace itself.
 	Local(a netip.Addr) bool
 	// Route decides a connect to dst that the checker will make to the
-	// relay from src, and when it is allowed notes it for the relay.
-	Route(src, dst netip.AddrPort) bool
+	// relay from src and, when it is allowed, has dst dialled and the
+	// route noted for the relay: it reports whether the policy allows it
+	// and the dial's errno (0: connected), the runner's connect's result.
+	Route(src, dst netip.AddrPort) (bool, unix.Errno)
 }
 
 // relay makes cl, a connect to dest (unmapped) on a socket of domain, to
@@ -81,10 +86,16 @@ func (c *Checker) relay(cl *call, domain int, dest netip.AddrPort) (val int64, e
 	if from.Addr().Unmap().IsUnspecified() {
 		from = netip.AddrPortFrom(src, from.Port())
 	}
-	if !r.Route(unmapped(from), dest) {
+	allowed, dialed := r.Route(unmapped(from), dest)
+	if !allowed {
 		c.report(Refusal{Tid: cl.tid, Call: "connect", Kind: "tcp", Addr: dest, Direct: true,
 			Reason: "a direct connection no --allow-net entry admits"})
 		return 0, unix.EACCES, true
+	}
+	if dialed != 0 {
+		// Refused, unreachable, timed out: as the runner's own connect
+		// would have been, so that a client goes on to its next address.
+		return 0, dialed, true
 	}
 	val, e = c.perform(cl, inetSockaddr(domain, to, 0, 0))
 	return val, e, true
@@ -98,6 +109,19 @@ func (c *Checker) relay(cl *call, domain int, dest netip.AddrPort) (val int64, e
 // ephemeral range); each further address brings a range of its own.
 func loopbackSource() netip.Addr {
 	return netip.AddrFrom4([4]byte{127, byte(1 + rand.IntN(254)), byte(1 + rand.IntN(254)), byte(1 + rand.IntN(254))})
+}
+
+// datagramConnect reports whether cl is a connect of a datagram socket:
+// it sends nothing, and a namespace mode's failure of one is not named.
+// Go's resolver connects a UDP socket to each address it sorts (RFC 6724,
+// to learn the source the kernel would pick): named, every Go program
+// that dials a name would have its addresses called refused.
+func datagramConnect(cl *call) bool {
+	if cl.kind != seccomp.CallConnect {
+		return false
+	}
+	typ, err := unix.GetsockoptInt(cl.fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	return err == nil && typ == unix.SOCK_DGRAM
 }
 
 // bindSource binds fd to port 0 of a, as the caller (the worker carries

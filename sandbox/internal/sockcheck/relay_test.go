@@ -81,15 +81,15 @@ type testRelay struct {
 
 func (r *testRelay) Addrs() (netip.AddrPort, netip.AddrPort) { return r.v4, netip.AddrPort{} }
 func (r *testRelay) Local(a netip.Addr) bool                 { return a.IsLoopback() }
-func (r *testRelay) Route(src, dst netip.AddrPort) bool {
+func (r *testRelay) Route(src, dst netip.AddrPort) (bool, unix.Errno) {
 	if dst != r.good {
 		r.refused.Add(1)
-		return false
+		return false, 0
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.routed[src] = dst
-	return true
+	return true, 0
 }
 
 // In a namespace mode the checker makes a TCP connect off loopback to the

@@ -273,17 +273,19 @@ func (l *Listener) SetFDs(fds []int) { l.FDs = fds }
 
 // RelayRoute asks the host side to decide a TCP connect the runner made
 // to Dst, which the engine's checker will make to the relay from Src
-// instead (stage.Relay): allowed, the host relays the connection that
-// comes from Src to Dst. ID pairs it with its RelayRouted.
+// instead (stage.Relay): allowed, the host dials Dst and relays the
+// connection that comes from Src to it. ID pairs it with its RelayRouted.
 type RelayRoute struct {
 	ID       uint64
 	Src, Dst string // netip.AddrPort
 }
 
-// RelayRouted answers a RelayRoute.
+// RelayRouted answers a RelayRoute: whether the policy allows it and,
+// when it does, the errno of the host side's dial (0: connected).
 type RelayRouted struct {
 	ID      uint64
 	Allowed bool
+	Errno   uint64
 }
 
 func (r *RelayRoute) SetRequestID(id uint64) { r.ID = id }

@@ -2,6 +2,7 @@ package stage
 
 import (
 	"net/netip"
+	"syscall"
 
 	"github.com/corral-sh/corral/reaper"
 	"github.com/corral-sh/corral/sandbox/internal/plan"
@@ -78,7 +79,9 @@ type Relay interface {
 	// through the relay.
 	Local(a netip.Addr) bool
 	// Route asks the host side to decide a connect to dst that the
-	// checker will make to the relay from src, and when it is allowed
-	// to relay the connection that comes from src to dst.
-	Route(src, dst netip.AddrPort) bool
+	// checker will make to the relay from src and, when it is allowed, to
+	// dial dst and relay the connection that comes from src to it. It
+	// reports whether the policy allows it and the dial's errno (0:
+	// connected), which the runner's connect returns.
+	Route(src, dst netip.AddrPort) (bool, syscall.Errno)
 }
