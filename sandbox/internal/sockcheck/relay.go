@@ -70,6 +70,14 @@ func (c *Checker) relay(cl *call, domain int, dest netip.AddrPort) (val int64, e
 	if !to.IsValid() {
 		return 0, unix.ENETUNREACH, true
 	}
+	if _, err := unix.Getpeername(cl.fd); err == nil {
+		// Connected already (to the relay): a connect made again, as
+		// after a signal. No second route and dial: the kernel's answer
+		// on the relay's address (EISCONN; a blocking connect's restart
+		// gets the result its first try had, blocking's).
+		val, e = c.perform(cl, inetSockaddr(domain, to, 0, 0))
+		return val, e, true
+	}
 	// The source the relay will see: the socket's own when it is bound
 	// (a client that chose its port), else a port the kernel picks on
 	// loopback now.
