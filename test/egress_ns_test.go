@@ -315,6 +315,8 @@ func TestEgressNSClients(t *testing.T) {
 		runner, results := e.script(get("curl", goodURL("curl")) +
 			get("curl6", fmt.Sprintf("http://good6.test:%d/curl6", good6.port)) +
 			get("hosts", fmt.Sprintf("http://fromhosts.test:%d/hosts", hosts.port)) +
+			// A client that binds its socket to the any-address first.
+			fmt.Sprintf("%s -c 'import socket; s = socket.socket(); s.bind((\"0.0.0.0\", 0)); s.connect((\"good.test\", %d)); s.sendall(b\"GET /bound HTTP/1.0\\r\\n\\r\\n\"); print(b\"\".join(iter(lambda: s.recv(4096), b\"\")).split(b\"\\r\\n\\r\\n\", 1)[1].decode())' >\"$R\"/bound.body 2>\"$R\"/bound.err\n", python, good.port) +
 			fmt.Sprintf("%s -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\"x\", (\"%s\", 443))' 2>\"$R\"/udp.err; echo $? >\"$R\"/udp.exit\n", python, nsGoodIP) +
 			fmt.Sprintf("%s -c 'import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' %s >\"$R\"/py.body 2>\"$R\"/py.err\n",
 				python, shq(goodURL("py"))) +
@@ -344,6 +346,9 @@ func TestEgressNSClients(t *testing.T) {
 		}
 		if code, body := readResult(t, results, "hosts.code"), readResult(t, results, "hosts.body"); code != "200" || body != hosts.hello("/hosts") {
 			t.Errorf("a name from the hosts file read at launch: code %q body %q err %q; want the page", code, body, readResult(t, results, "hosts.err"))
+		}
+		if body := readResult(t, results, "bound.body"); body != good.hello("/bound") {
+			t.Errorf("a socket bound to 0.0.0.0 first: %q (%s); want the page", body, readResult(t, results, "bound.err"))
 		}
 		if readResult(t, results, "udp.exit") == "0" {
 			t.Errorf("UDP to an admitted name's address, not DNS, was sent")
@@ -413,9 +418,9 @@ func TestEgressNSClients(t *testing.T) {
 				good4++
 			}
 		}
-		// curl, python, Go: one connection each.
-		if dnsAllow == 0 || dnsDeny != 1 || good4 != 3 || ends != 3 {
-			t.Errorf("log: %d dns allow lines for good.test (want some), %d dns deny for bad.test (want 1), %d direct allow lines for good.test (want 3), %d end lines with bytes (want 3):\n%+v",
+		// curl, python, Go, the bound socket: one connection each.
+		if dnsAllow == 0 || dnsDeny != 1 || good4 != 4 || ends != 4 {
+			t.Errorf("log: %d dns allow lines for good.test (want some), %d dns deny for bad.test (want 1), %d direct allow lines for good.test (want 4), %d end lines with bytes (want 4):\n%+v",
 				dnsAllow, dnsDeny, good4, ends, lines)
 		}
 		e.assertGone()

@@ -79,8 +79,8 @@ func (c *Checker) relay(cl *call, domain int, dest netip.AddrPort) (val int64, e
 		return val, e, true
 	}
 	// The source the relay will see: the socket's own when it is bound
-	// (a client that chose its port), else a port the kernel picks on
-	// loopback now.
+	// (a client that chose its port), else a port the kernel picks now on
+	// a loopback address (loopbackSource).
 	from, err := sockName(cl.fd)
 	if err == nil && from.Port() == 0 {
 		if e := bindSource(cl.fd, domain, src); e != 0 {
@@ -92,7 +92,13 @@ func (c *Checker) relay(cl *call, domain int, dest netip.AddrPort) (val int64, e
 		return 0, unix.EACCES, true
 	}
 	if from.Addr().Unmap().IsUnspecified() {
-		from = netip.AddrPortFrom(src, from.Port())
+		// Bound to the any-address by the runner: the kernel picks the
+		// relay's own address family's loopback as the source.
+		lo := netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		if to.Addr().Is6() && !to.Addr().Is4In6() {
+			lo = netip.IPv6Loopback()
+		}
+		from = netip.AddrPortFrom(lo, from.Port())
 	}
 	allowed, dialed := r.Route(unmapped(from), dest)
 	if !allowed {
