@@ -107,6 +107,9 @@ func (r *relay) egressListeners(msg *stage.NetListeners, n plan.Network) *setupe
 			return &setuperr.SetupError{Step: "the nameserver address " + s, Err: err}
 		}
 		a = a.Unmap()
+		if a.IsUnspecified() || a.IsMulticast() {
+			continue // no address to answer from: the runner's query to it fails, as on the host
+		}
 		udp, tcp, step, err := nameserverSockets(a)
 		if err != nil {
 			if a.Is6() {
