@@ -10,8 +10,11 @@ package sandbox
 // and hands them over the stage socket (a socket keeps its namespace,
 // whoever holds it), and each --publish connection is a request to the
 // init for a socket it connected inside; the host listens on a --publish
-// port only while the runner's server listens inside (publish.go). In
-// subreaper mode the proxy listens on the host's loopback, and the
+// port only while the runner's server listens inside (publish.go). Under
+// --allow-net the init also makes the DNS responder's sockets on the
+// nameservers' addresses inside and the relay's listeners, and the
+// engine's checker, in the init, asks this side to route each TCP connect
+// off loopback (relayRoute; egress.RelayRoute). In subreaper mode the proxy listens on the host's loopback, and the
 // runner's socket filter and Landlock's TCP ports keep it to the proxy,
 // the --host-port ports and its --publish ports.
 
@@ -118,7 +121,16 @@ func (n *network) forPidns() (plan.Plan, error) {
 		}
 		n.published = append(n.published, h)
 	}
-	return n.run.ForPidns(n.userinfo()), nil
+	run := n.run.ForPidns(n.userinfo())
+	if n.proxy != nil && run.Net.Proxy() {
+		// Transparent egress: the init answers DNS on these addresses
+		// inside and relays the runner's connects off loopback (pidinit,
+		// egress.go).
+		for _, a := range n.proxy.Nameservers() {
+			run.Net.Nameservers = append(run.Net.Nameservers, a.String())
+		}
+	}
+	return run, nil
 }
 
 // userinfo is the proxy's per-run USER:PASS, which the proxy URLs in the
@@ -168,7 +180,53 @@ func (n *network) fromInit(_ stage.Kind, msg any) error {
 		}
 		n.proxy.Forward(l, fmt.Sprintf("--host-port %d", port), dialHost(port))
 	}
+	fds = fds[len(ls.HostPorts):]
+	// Transparent egress (pidinit's egress.go): the DNS responder's
+	// sockets on the nameservers' addresses inside, then the relay's.
+	var dnsTCP []net.Listener
+	var dnsUDP []net.PacketConn
+	for i, a := range ls.Nameservers {
+		f := os.NewFile(uintptr(fds[2*i]), "DNS socket")
+		pc, err := net.FilePacketConn(f)
+		f.Close()
+		if err != nil {
+			return &setuperr.SetupError{Step: "serve DNS at " + a + " inside", Err: err}
+		}
+		dnsUDP = append(dnsUDP, pc)
+		l, err := listen(fds[2*i+1], "DNS listener")
+		if err != nil {
+			pc.Close()
+			return &setuperr.SetupError{Step: "serve DNS at " + a + " inside", Err: err}
+		}
+		dnsTCP = append(dnsTCP, l)
+	}
+	if len(ls.Nameservers) > 0 {
+		n.proxy.ServeDNSOn(dnsTCP, dnsUDP)
+	}
+	fds = fds[2*len(ls.Nameservers):]
+	for i, a := range ls.Relay {
+		l, err := listen(fds[i], "relay listener")
+		if err != nil {
+			return &setuperr.SetupError{Step: "serve the relay at " + a + " inside", Err: err}
+		}
+		n.proxy.ServeRelay(l)
+	}
 	return nil
+}
+
+// relayRoute answers the init's checker: may the runner's connect to Dst,
+// which the checker makes to the relay from Src, go out, and what did
+// dialling it give (egress.RelayRoute)? It dials: run it on a goroutine
+// of its own, not on the one that follows the init's reports.
+func (n *network) relayRoute(link *stage.Link, r *stage.RelayRoute) {
+	src, err1 := netip.ParseAddrPort(r.Src)
+	dst, err2 := netip.ParseAddrPort(r.Dst)
+	reply := &stage.RelayRouted{ID: r.ID}
+	if err1 == nil && err2 == nil && n.proxy != nil {
+		ok, e := n.proxy.RelayRoute(src, dst)
+		reply.Allowed, reply.Errno = ok, uint64(e)
+	}
+	_ = link.Send(stage.MsgRelayRouted, reply)
 }
 
 func dialHost(port uint16) egress.DialFunc {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"github.com/corral-sh/corral/internal/exitstatus"
@@ -111,6 +112,10 @@ func initAttr(run *plan.Plan) (*syscall.SysProcAttr, bool, error) {
 			return nil, false, err
 		}
 		caps := append(append([]int{}, initCaps...), run.Privileges.Keep...)
+		if len(run.Net.Nameservers) > 0 {
+			// corral's DNS responder listens on port 53 inside.
+			caps = append(caps, int(capability.CAP_NET_BIND_SERVICE))
+		}
 		if len(run.Privileges.Overlays) > 0 {
 			// overlayfs makes its work folder mode 000 and checks it
 			// with the mounter's credentials: the exec stage needs
@@ -134,6 +139,9 @@ func modeLine(run *plan.Plan, userns bool) string {
 		line += "; network: a network namespace of its own, loopback only"
 		if run.Net.ProxyAddr != "" {
 			line += "; egress proxy at " + run.Net.ProxyAddr + " inside"
+		}
+		if len(run.Net.Nameservers) > 0 {
+			line += "; DNS answered by corral at " + strings.Join(run.Net.Nameservers, ", ") + " port 53 inside, TCP connects off loopback through corral's relay"
 		}
 	}
 	return line
@@ -172,6 +180,10 @@ func followInit(link *stage.Link, init int, term *terminal, n *network) <-chan e
 			}
 			if r, ok := msg.(*stage.Refused); ok {
 				n.refused(*r)
+				continue
+			}
+			if r, ok := msg.(*stage.RelayRoute); ok {
+				go n.relayRoute(link, r) // network.go: it dials
 				continue
 			}
 			if s, ok := msg.(*stage.PublishState); ok {

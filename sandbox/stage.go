@@ -36,6 +36,10 @@ func RunStage() {
 
 // newEngine is the init's engine: package supervise's, starting the runner
 // with package runner's.
-func newEngine(p *stage.Proc, plan *plan.Plan, cgroupOwner int, refused func(stage.Refused)) stage.Engine {
-	return supervise.New(p, plan, cgroupOwner, runner.Prepare, refused)
+func newEngine(p *stage.Proc, plan *plan.Plan, cgroupOwner int, refused func(stage.Refused), relay stage.Relay) stage.Engine {
+	e := supervise.New(p, plan, cgroupOwner, runner.Prepare, refused)
+	if relay != nil {
+		e.SetEgress(supervise.Egress{Relay: relay})
+	}
+	return e
 }

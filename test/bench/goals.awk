@@ -28,6 +28,8 @@ function metric(unit,    i) {
 # Issue 34: a plain-http download through the proxy as an absolute-URI
 # request, against the bare relay in the same run.
 /^BenchmarkAbsoluteURI\// { abs[leaf($1)] = metric("MB/s") }
+# Issue 34: a 200 MB download through the namespace modes' relay.
+/^BenchmarkRelayDownload\// { relaydl[leaf($1)] = metric("MB/s") }
 /^BenchmarkCheckedConnect/ {
 	name = $1
 	sub(/-[0-9]+$/, "", name)
@@ -119,4 +121,8 @@ END {
 				continue
 			printf "| %s download (issue 34): at least the bare relay | %.0f MB/s vs the relay's %.0f: %.2f× (direct %.0f) | %s |\n", name, abs[name], abs["relay-floor"], abs[name] / abs["relay-floor"], abs["direct"], (name ~ /buffered/) ? "reported" : verdict(abs[name] >= abs["relay-floor"])
 		}
+	if (relaydl["relay"] != "" && relaydl["relay-floor"] != "") {
+		r = relaydl["relay"] / relaydl["relay-floor"]
+		printf "| issue 34: 200 MB through the namespace modes' relay ≥ the bare splice relay | %.0f MB/s vs %.0f MB/s the bare relay: %.2f× (direct %.0f MB/s) | %s |\n", relaydl["relay"], relaydl["relay-floor"], r, relaydl["direct"], verdict(r >= 1)
+	}
 }

@@ -228,6 +228,7 @@ func init() {
 		"fswrite":  cmdFSWrite, "swaprace": cmdSwapRace, // protect.go
 		"agentapi": cmdAgentAPI,                                                 // agentapi.go
 		"udp-get":  cmdUDPGet, "udp-try": cmdUDPTry, "udp-toctou": cmdUDPToctou, // udp.go
+		"egressns": cmdEgressNS, // egressns.go
 	}
 }
 

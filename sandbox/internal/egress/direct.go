@@ -15,18 +15,30 @@ import "net/netip"
 // since corral never sees the runner's socket close. A refusal is the
 // caller's to name (Direct), once per destination.
 func (p *Proxy) DirectConnect(addr netip.AddrPort) bool {
-	a := addr.Addr().Unmap().WithZone("")
-	if a.IsUnspecified() || addr.Port() == 0 {
+	host, reason, ok := p.decideDirect(addr)
+	if !ok {
 		return false
 	}
-	host := a.String()
+	a := addr.Addr().Unmap().WithZone("")
+	p.cfg.Log.decision(&DecisionLine{Host: host, Port: addr.Port(), Address: a.String(),
+		Decision: "allow", Reason: reason, Via: ViaDirect}, p.cfg.Stderr)
+	return true
+}
+
+// decideDirect decides a connect past the proxy to addr (DirectConnect,
+// the relay's routes): the host to name in the log (an admitted name the
+// address was answered for, else the address) and the reason, or false.
+func (p *Proxy) decideDirect(addr netip.AddrPort) (host, reason string, ok bool) {
+	a := addr.Addr().Unmap().WithZone("")
+	if a.IsUnspecified() || addr.Port() == 0 {
+		return "", "", false
+	}
+	host = a.String()
 	name, d, ok := p.policy.decideAnswered(p.answered.lookup(a), a, addr.Port())
 	if ok {
 		host = name
 	} else if d = p.policy.decideAddr(a, addr.Port()); !d.Allowed {
-		return false
+		return "", "", false
 	}
-	p.cfg.Log.decision(&DecisionLine{Host: host, Port: addr.Port(), Address: a.String(),
-		Decision: "allow", Reason: d.Reason, Via: ViaDirect}, p.cfg.Stderr)
-	return true
+	return host, d.Reason, true
 }

@@ -12,17 +12,19 @@ import (
 	"time"
 )
 
-// corral's DNS responder (subreaper mode, where the runner shares the
-// host's network): the runner's lookups are answered from the resolver
+// corral's DNS responder: the runner's lookups are answered from the resolver
 // fixed at launch, under the policy. A name an --allow-net entry admits
 // (on any port) gets its addresses, less those the SSRF guard or a
 // --deny-net entry for every port refuses; every other name is NXDOMAIN,
 // named once on stderr and in the log (via dns). Each address answered is
 // remembered with the names it was answered for (answers), so that a
 // direct connect to it is decided as the proxy would decide the name
-// (DirectConnect). The engine's checker brings the runner's queries here:
-// a TCP connect to port 53 and a UDP socket's connect to port 53 are made
-// to these listeners instead.
+// (DirectConnect, RelayRoute). In subreaper mode, where the runner shares
+// the host's network, the engine's checker brings the runner's queries
+// here: a TCP connect to port 53 and a UDP socket's connect to port 53 are
+// made to these listeners instead (ServeDNS). In a namespace mode it
+// answers on sockets made inside the runner's network namespace, on the
+// nameservers' own addresses (ServeDNSOn, relay.go).
 
 // The table's bounds (DESIGN.md, "Memory a runner can make corral hold"):
 // a runner that looks up names without end fills it, after which new
@@ -86,18 +88,7 @@ func (p *Proxy) ServeDNS() (DNSAddrs, error) {
 		l.Close()
 		return DNSAddrs{}, err
 	}
-	if lr, ok := p.cfg.Resolver.(*LaunchResolver); ok {
-		for name, addrs := range lr.hosts {
-			if !p.policy.nameAdmitted(name) {
-				continue
-			}
-			for _, a := range addrs {
-				if p.policy.answerable(a) {
-					p.answered.add(a.Unmap(), name)
-				}
-			}
-		}
-	}
+	p.rememberHosts()
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -111,6 +102,25 @@ func (p *Proxy) ServeDNS() (DNSAddrs, error) {
 	go p.serveDNSPackets(pc)
 	p.start(l, func(c net.Conn) { p.admit(c, stageHandshake, p.serveDNSConn) })
 	return DNSAddrs{TCP: l.Addr().(*net.TCPAddr).AddrPort(), UDP: pc.LocalAddr().(*net.UDPAddr).AddrPort()}, nil
+}
+
+// rememberHosts fills the table with the admitted names of the hosts
+// file read at launch: a client that reads that file itself asks no one.
+func (p *Proxy) rememberHosts() {
+	lr, ok := p.cfg.Resolver.(*LaunchResolver)
+	if !ok {
+		return
+	}
+	for name, addrs := range lr.hosts {
+		if !p.policy.nameAdmitted(name) {
+			continue
+		}
+		for _, a := range addrs {
+			if p.policy.answerable(a) {
+				p.answered.add(a.Unmap(), name)
+			}
+		}
+	}
 }
 
 func (p *Proxy) serveDNSPackets(pc net.PacketConn) {

@@ -28,6 +28,11 @@
 //     username/password, RFC 1929). A refusal is HTTP 403 with the reason
 //     in the body and in a Proxy-Status header, or SOCKS reply 2; stderr
 //     gets one line per refused destination, not per attempt;
+//   - the namespace modes' transparent egress (relay.go): the DNS
+//     responder on sockets made inside the runner's namespace
+//     (ServeDNSOn), and the relay (RelayRoute decides a connect the
+//     engine's checker routes to it and notes its source; ServeRelay
+//     dials the decided address for the connection from that source);
 //   - the plain TCP forwards of --host-port and --publish (Proxy.Forward),
 //     with an abstract dial so the caller decides where the other end is;
 //   - the connection log of --net-log (OpenLog): a decision line for every

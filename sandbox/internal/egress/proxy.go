@@ -95,6 +95,8 @@ type Proxy struct {
 	packets  []net.PacketConn
 	answered answers
 	dnsLines refusalLimiter // the log's lines of answered lookups
+	// The relay's routes (relay.go).
+	relayRoutes routes
 }
 
 // connState is where a connection the Proxy holds stands.

@@ -46,7 +46,14 @@ func Main(newEngine stage.NewEngine) {
 		<-said
 		_ = link.Send(stage.MsgRefused, &r)
 	}
-	engine := newEngine(p, &plan, start.CgroupOwner, refused)
+	// The runner's TCP connects off loopback go to corral's relay
+	// (egress.go), under --allow-net.
+	rl := newRelay(link, plan.Net, said)
+	var engineRelay stage.Relay
+	if rl != nil {
+		engineRelay = rl
+	}
+	engine := newEngine(p, &plan, start.CgroupOwner, refused, engineRelay)
 	engine.Prepare(start.Terminal)
 	if err := SetupNamespaces(p, plan.Namespaces); err != nil {
 		engine.Abandon()
@@ -56,7 +63,7 @@ func Main(newEngine stage.NewEngine) {
 	// The host's words, before the engine's lines.
 	p.Logf("%s", start.ModeLine)
 	// The proxy's and the --host-port listeners, before ready (network.go).
-	if err := sendListeners(link, plan.Net); err != nil {
+	if err := sendListeners(link, plan.Net, rl); err != nil {
 		engine.Abandon()
 		link.Fail(err)
 		os.Exit(exitstatus.Setup)
@@ -75,6 +82,11 @@ func Main(newEngine stage.NewEngine) {
 		go func() {
 			<-said
 			pub.serve()
+		}()
+	} else if rl != nil {
+		go func() {
+			<-said
+			followReplies(link) // the answers to the relay's routes
 		}()
 	}
 	var jobs reaper.JobControl

@@ -30,9 +30,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sendListeners makes the proxy's and the --host-port listeners inside and
-// sends them to the host side, before "ready".
-func sendListeners(link *stage.Link, n plan.Network) *setuperr.SetupError {
+// sendListeners makes the proxy's and the --host-port listeners inside,
+// and transparent egress's (egress.go), and sends them to the host side,
+// before "ready".
+func sendListeners(link *stage.Link, n plan.Network, r *relay) *setuperr.SetupError {
 	if n.ProxyAddr == "" && len(n.HostPorts) == 0 {
 		return nil
 	}
@@ -59,6 +60,11 @@ func sendListeners(link *stage.Link, n plan.Network) *setuperr.SetupError {
 			return &setuperr.SetupError{Step: "listen for --host-port " + strconv.Itoa(int(port)) + " in the new network namespace", Err: err}
 		}
 		msg.FDs = append(msg.FDs, fd)
+	}
+	if r != nil { // transparent egress (egress.go)
+		if err := r.egressListeners(msg, n); err != nil {
+			return err
+		}
 	}
 	if err := link.Send(stage.MsgNetListeners, msg); err != nil {
 		return &setuperr.SetupError{Step: "hand the listening sockets to the host side", Err: err}

@@ -134,8 +134,8 @@ type Network struct {
 	KeepNoProxy bool
 	// NoProxyEnv (--no-proxy-env): the runner gets no proxy variables,
 	// and keeps the caller's NO_PROXY; its clients connect directly,
-	// which subreaper mode's checker decides (and a network namespace
-	// does not allow).
+	// which the engine's checker decides (subreaper mode: on the
+	// runner's own socket; a namespace mode: through corral's relay).
 	NoProxyEnv bool
 	// ProxyAddr is where the runner reaches the egress proxy, set by the
 	// host side for the mode it runs (the init listens there in pidns
@@ -144,6 +144,12 @@ type Network struct {
 	// TCPChecked: the engine's checker holds TCP connects and binds to
 	// their address (subreaper mode, where no network namespace does).
 	TCPChecked bool
+	// Nameservers are the addresses of the nameservers the resolver read
+	// at launch names, set by the host side in a namespace mode under
+	// --allow-net: the init puts them on the namespace's loopback and
+	// corral's DNS responder answers there (port 53, UDP and TCP), and
+	// the runner's TCP connects off loopback go through corral's relay.
+	Nameservers []string
 }
 
 // Proxy reports whether the run has an egress proxy.

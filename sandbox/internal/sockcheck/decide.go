@@ -465,8 +465,11 @@ func (c *Checker) inet(cl *call, domain int) (int64, unix.Errno) {
 	}
 
 	if !c.pol.TCP {
+		if val, e, ok := c.relay(cl, domain, unmapped(ap)); ok { // relay.go
+			return val, e
+		}
 		val, e := c.perform(cl, inetSockaddr(domain, ap, flow, scope))
-		if c.pol.Net && cl.kind != seccomp.CallBind && e != 0 && e != unix.EINPROGRESS && e != gone && !ap.Addr().Unmap().IsLoopback() {
+		if c.pol.Net && cl.kind != seccomp.CallBind && e != 0 && e != unix.EINPROGRESS && e != gone && !ap.Addr().Unmap().IsLoopback() && !datagramConnect(cl) {
 			c.report(Refusal{Tid: cl.tid, Call: cl.kind.String(), Kind: "tcp", Addr: unmapped(ap), Direct: true,
 				Reason: "the sandbox's network has loopback only"})
 		}

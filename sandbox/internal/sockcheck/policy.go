@@ -37,6 +37,9 @@ type Policy struct {
 	// does not check over TCP, and over connected UDP gets from the
 	// kernel only what that peer sends.
 	DNSTCP, DNSUDP netip.AddrPort
+	// Relay, when set (a namespace mode under --allow-net), takes the
+	// TCP connects that leave the sandbox's loopback (relay.go).
+	Relay Relay
 	// HostPorts may be connected to at 127.0.0.1:PORT (--host-port).
 	HostPorts []uint16
 	// Publish is carried for the caller's convenience and changes

@@ -37,6 +37,8 @@ const (
 	MsgExecListener                  // exec stage → engine, before its execve: Listener, the runner's seccomp listener
 	MsgRefused                       // init → host, after MsgInitReady: Refused, a socket call the engine's checker refused
 	MsgPublishState                  // init → host, after MsgInitReady: PublishState, a --publish port's server started or stopped listening
+	MsgRelayRoute                    // init → host, after MsgInitReady: RelayRoute, a connect the checker would relay
+	MsgRelayRouted                   // host → init, after MsgInitReady: RelayRouted, the answer to a RelayRoute
 )
 
 // Role is a process role, as a message names its sender and receiver.
@@ -84,6 +86,8 @@ var table = [...]Message{
 	{MsgExecListener, "ExecListener", RoleExecStage, RoleEngine, func() any { return new(Listener) }},
 	{MsgRefused, "Refused", RoleInit, RoleHost, func() any { return new(Refused) }},
 	{MsgPublishState, "PublishState", RoleInit, RoleHost, func() any { return new(PublishState) }},
+	{MsgRelayRoute, "RelayRoute", RoleInit, RoleHost, func() any { return new(RelayRoute) }},
+	{MsgRelayRouted, "RelayRouted", RoleHost, RoleInit, func() any { return new(RelayRouted) }},
 }
 
 // Lookup returns the row of kind k.
@@ -132,12 +136,12 @@ type stepInfo struct {
 var steps = [...]stepInfo{
 	StepInitStart:    {RoleInit, "the init's start message", []Kind{MsgInitStart}, MsgInitReady, MsgInitFailed, nil},
 	StepInitReply:    {RoleHost, "the init's reply", []Kind{MsgInitReady, MsgInitFailed, MsgNetListeners}, 0, 0, []Kind{MsgNetListeners}},
-	StepInitReports:  {RoleHost, "the init's reports", []Kind{MsgRunnerStopped, MsgPublishConn, MsgRefused, MsgPublishState}, 0, 0, nil},
+	StepInitReports:  {RoleHost, "the init's reports", []Kind{MsgRunnerStopped, MsgPublishConn, MsgRefused, MsgPublishState, MsgRelayRoute}, 0, 0, nil},
 	StepExecStart:    {RoleExecStage, "the exec stage's start message", []Kind{MsgExecStart}, 0, MsgExecFailed, nil},
 	StepExecReply:    {RoleEngine, "the exec stage's reply", []Kind{MsgExecFailed, MsgExecListener}, 0, 0, []Kind{MsgExecListener}},
 	StepProbeStart:   {RoleProbeChild, "the probe child's start message", []Kind{MsgProbeStart}, MsgProbeReady, MsgProbeFailed, nil},
 	StepProbeReply:   {RoleProbe, "the probe child's reply", []Kind{MsgProbeReady, MsgProbeFailed}, 0, 0, nil},
-	StepInitRequests: {RoleInit, "the host side's requests", []Kind{MsgPublishDial}, 0, 0, nil},
+	StepInitRequests: {RoleInit, "the host side's requests", []Kind{MsgPublishDial, MsgRelayRouted}, 0, 0, nil},
 }
 
 // Receiver is the role that reads at s.
@@ -192,15 +196,22 @@ type RunnerStopped struct {
 // NetListeners are the listening sockets the init made inside the
 // runner's network namespace, for the host side to accept on: a socket
 // keeps the namespace it was made in, whoever holds it. The proxy's comes
-// first when ProxyAddr is set, then one per HostPorts entry, in order.
+// first when ProxyAddr is set, then one per HostPorts entry, in order,
+// then a UDP socket and a TCP listener per Nameservers entry, then one
+// listener per Relay entry.
 type NetListeners struct {
 	ProxyAddr string   // the proxy's address as the runner reaches it; "": no proxy
 	HostPorts []uint16 // the --host-port listeners, at 127.0.0.1:PORT inside
-	FDs       []int    `wire:"-"`
+	// Nameservers are the addresses (port 53) inside where corral's DNS
+	// responder answers the runner's queries.
+	Nameservers []string
+	// Relay are the relay's listening addresses inside (stage.Relay).
+	Relay []string
+	FDs   []int `wire:"-"`
 }
 
 func (n *NetListeners) FDCount() int {
-	c := len(n.HostPorts)
+	c := len(n.HostPorts) + 2*len(n.Nameservers) + len(n.Relay)
 	if n.ProxyAddr != "" {
 		c++
 	}
@@ -259,6 +270,26 @@ type Listener struct {
 func (l *Listener) FDCount() int     { return 1 }
 func (l *Listener) Carried() []int   { return l.FDs }
 func (l *Listener) SetFDs(fds []int) { l.FDs = fds }
+
+// RelayRoute asks the host side to decide a TCP connect the runner made
+// to Dst, which the engine's checker will make to the relay from Src
+// instead (stage.Relay): allowed, the host dials Dst and relays the
+// connection that comes from Src to it. ID pairs it with its RelayRouted.
+type RelayRoute struct {
+	ID       uint64
+	Src, Dst string // netip.AddrPort
+}
+
+// RelayRouted answers a RelayRoute: whether the policy allows it and,
+// when it does, the errno of the host side's dial (0: connected).
+type RelayRouted struct {
+	ID      uint64
+	Allowed bool
+	Errno   uint64
+}
+
+func (r *RelayRoute) SetRequestID(id uint64) { r.ID = id }
+func (r *RelayRouted) RequestID() uint64     { return r.ID }
 
 // Refused is a socket call of the runner's tree that the engine's checker
 // refused, for the host side to name (once per destination on stderr, and

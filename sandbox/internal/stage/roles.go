@@ -1,6 +1,9 @@
 package stage
 
 import (
+	"net/netip"
+	"syscall"
+
 	"github.com/corral-sh/corral/reaper"
 	"github.com/corral-sh/corral/sandbox/internal/plan"
 )
@@ -59,5 +62,26 @@ type Engine interface {
 // NewEngine makes the Engine of a run; cgroupOwner names its cgroup (0:
 // this process). refused is told each socket call the engine's checker
 // refuses: the host side names them (in pidns mode the init passes them
-// on over its link).
-type NewEngine func(p *Proc, plan *plan.Plan, cgroupOwner int, refused func(Refused)) Engine
+// on over its link). relay, when not nil, is where the checker sends a
+// TCP connect off the sandbox's loopback (the init's, under --allow-net).
+type NewEngine func(p *Proc, plan *plan.Plan, cgroupOwner int, refused func(Refused), relay Relay) Engine
+
+// Relay is a namespace mode's way out for the runner's TCP connects that
+// leave the sandbox's loopback (under --allow-net): the init's listener
+// inside, which the host side serves, told each connection's destination
+// before its first byte. The engine's checker (package sockcheck) uses it.
+type Relay interface {
+	// Addrs are the relay's listening addresses inside (IPv4, IPv6); an
+	// invalid one: none of that family.
+	Addrs() (v4, v6 netip.AddrPort)
+	// Local reports whether a is reached inside the namespace itself
+	// (loopback, the nameservers' addresses corral answers on), not
+	// through the relay.
+	Local(a netip.Addr) bool
+	// Route asks the host side to decide a connect to dst that the
+	// checker will make to the relay from src and, when it is allowed, to
+	// dial dst and relay the connection that comes from src to it. It
+	// reports whether the policy allows it and the dial's errno (0:
+	// connected), which the runner's connect returns.
+	Route(src, dst netip.AddrPort) (bool, syscall.Errno)
+}

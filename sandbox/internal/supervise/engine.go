@@ -58,8 +58,10 @@ func New(p *stage.Proc, plan *plan.Plan, cgroupOwner int, prepare stage.PrepareR
 	return &Engine{p: p, plan: plan, owner: cgroupOwner, prepare: prepare, refused: refused}
 }
 
-// Egress is what the checker asks of the host side's egress policy in
-// subreaper mode, where it runs in the process that holds it.
+// Egress is what the checker asks of the host side's egress policy: in
+// subreaper mode, where it runs in the process that holds it, Direct and
+// the DNS responder; in pidns mode the init's Relay, which asks the host
+// side over the stage link.
 type Egress struct {
 	// Direct decides a TCP connect past the proxy: one it allows is
 	// made on the runner's own socket; nil refuses every one.
@@ -67,6 +69,9 @@ type Egress struct {
 	// DNSTCP and DNSUDP are corral's DNS responder, where the runner's
 	// connects to port 53 go (zero: none).
 	DNSTCP, DNSUDP netip.AddrPort
+	// Relay takes the runner's TCP connects off the sandbox's loopback
+	// (pidns mode under --allow-net; nil: none).
+	Relay sockcheck.Relay
 }
 
 // SetEgress gives the checker, made by Prepare, eg. Call it before

@@ -32,6 +32,9 @@ func openChecker(run *plan.Plan, refused func(stage.Refused), eg Egress) (*sockc
 	if run.Net.TCPChecked {
 		pol.Direct, pol.DNSTCP, pol.DNSUDP = eg.Direct, eg.DNSTCP, eg.DNSUDP
 	}
+	if eg.Relay != nil {
+		pol.Relay = eg.Relay
+	}
 	c, err := sockcheck.New(pol)
 	if err != nil {
 		return nil, &setuperr.SetupError{Step: "check the runner's socket calls", Err: err}
