@@ -296,7 +296,7 @@ func (n *network) refused(r stage.Refused) {
 		n.proxy.DirectSocket(r.Kind, r.Reason)
 	}
 	if (r.Kind == "udp" || r.Kind == "inet") && len(n.run.Net.Allow) > 0 {
-		r.Reason += "; clients must use the proxy variables"
+		r.Reason += "; only TCP to what --allow-net admits, and DNS, leave the sandbox"
 	}
 	n.mu.Lock()
 	first := !n.named[what] && len(n.named) < maxNamed

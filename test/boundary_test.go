@@ -478,7 +478,7 @@ func TestDirectAttemptNamedOnce(t *testing.T) {
 			name string
 			opts []string
 			why  string
-		}{{"allow-net", []string{"--allow-net", "example.test"}, "clients must use the proxy variables"}}
+		}{{"allow-net", []string{"--allow-net", "example.test"}, "no --allow-net entry admits it"}}
 		if m.pidns() {
 			cases = append(cases, struct {
 				name string

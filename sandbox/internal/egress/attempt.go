@@ -151,7 +151,7 @@ func (p *Proxy) Direct(addr netip.AddrPort, reason string) {
 		p.warnf("corral: network: denied direct connection to %s: the command has no network (--net none)\n", dest)
 		return
 	}
-	p.warnf("corral: network: denied direct connection to %s: clients must use the proxy variables\n", dest)
+	p.warnf("corral: network: denied direct connection to %s: no --allow-net entry admits it\n", dest)
 }
 
 // DirectSocket records, once per kind, a socket the engine refused before

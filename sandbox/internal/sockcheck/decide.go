@@ -544,7 +544,7 @@ func (c *Checker) mayConnect(dest netip.AddrPort) (bool, string) {
 	if dest.Addr().IsLoopback() {
 		return false, "a loopback port neither a --host-port nor bound by the command's tree"
 	}
-	return false, "a direct connection past the proxy"
+	return false, "a direct connection no --allow-net entry admits"
 }
 
 // bindInet binds on loopback only, the any-address on loopback instead.
