@@ -278,6 +278,9 @@ func (n *network) refused(r stage.Refused) {
 	what := r.Call + " " + r.Addr
 	verb := "network: denied"
 	switch r.Kind {
+	case "internal":
+		n.p.Warnf("internal error: %s: %s", r.Call, r.Reason)
+		return
 	case "file":
 		what, verb = r.Call+" of "+r.Path, "filesystem: refused"
 	case "udp":

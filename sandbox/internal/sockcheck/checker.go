@@ -219,10 +219,30 @@ func (c *Checker) worker(ready chan<- error) {
 			continue
 		}
 		c.stats.received.Add(1)
-		if err := c.handle(w, n); err != nil {
+		if err := c.handleGuarded(w, n); err != nil {
 			return // this worker's thread cannot be trusted: it ends
 		}
 	}
+}
+
+// handleGuarded is handle, with a bug of corral's that panics on some
+// call the runner made turned into a refusal of that call (EACCES: the
+// boundary fails closed), named once on stderr, and the end of this worker
+// (its thread may be left as the caller's): without it the panic would
+// take corral or the init down, stack trace and all, and the runner's
+// tree with them. The other workers go on.
+func (c *Checker) handleGuarded(w *workerState, n *seccomp.Notif) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			seccomp.Respond(c.listener, n.ID, 0, unix.EACCES)
+			if c.pol.Report != nil {
+				c.pol.Report(Refusal{Tid: int(n.Pid), Call: fmt.Sprintf("system call %d", n.Data.Nr), Kind: "internal",
+					Reason: fmt.Sprintf("corral's socket checker failed on it (%v); the call was refused; please report this", r)})
+			}
+			err = fmt.Errorf("sockcheck: internal error: %v", r)
+		}
+	}()
+	return c.handle(w, n)
 }
 
 // workerDone counts a worker out; the last one closes the listener and
