@@ -73,6 +73,16 @@ type Policy struct {
 	// Writes, when set, is what the runner's write-intent filesystem
 	// calls are held to (seccomp RunnerRules.NotifyWrites; fswrite.go).
 	Writes *WritePolicy
+	// ReportFS: the checker only names what the filesystem rules refuse
+	// (the write-intent calls, Writes, and the metadata calls) and lets
+	// every such call run: namespace modes, where read-only mounts and
+	// Landlock enforce whatever the runner swaps a path to after the
+	// look (DESIGN.md, "Reporting what the rules refused").
+	ReportFS bool
+	// Mounts: the calls of a sandbox that mounts come to the checker
+	// (seccomp RunnerRules.NotifyMounts), which names the first and lets
+	// each run: under a filesystem rule Landlock refuses the mount.
+	Mounts bool
 	// Workers is how many calls may be checked at once (each worker owns
 	// an OS thread from New on); 0 means DefaultWorkers.
 	Workers int
