@@ -121,7 +121,7 @@ func TestRefusedWritesNamed(t *testing.T) {
 			t.Errorf("summary:\n got %q\nwant %q\n%s", sum, want, res)
 		}
 		if strings.Count(res.stderr, " writes refused, ") != 1 {
-			t.Errorf("more than one summary:\n%s", res)
+			t.Errorf("want exactly one summary:\n%s", res)
 		}
 		for _, p := range []string{out + "/new", out + "/d", hid + "/f"} {
 			if _, err := os.Lstat(p); err == nil {
