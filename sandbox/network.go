@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/corral-sh/corral/internal/landlock"
+	"github.com/corral-sh/corral/internal/seccomp"
 	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/sandbox/internal/egress"
 	"github.com/corral-sh/corral/sandbox/internal/plan"
@@ -120,7 +121,14 @@ func (n *network) forPidns() (plan.Plan, error) {
 		}
 		n.published = append(n.published, h)
 	}
-	return n.run.ForPidns(n.userinfo()), nil
+	run := n.run.ForPidns(n.userinfo())
+	if run.Privileges.ReportFS {
+		if missing := seccomp.ProbeNotify().NotifyMissing(); missing != "" {
+			n.p.Warnf("sandbox: refused writes are not named here (missing %s); the filesystem rules hold all the same", missing)
+			run = run.WithoutFSReports()
+		}
+	}
+	return run, nil
 }
 
 // userinfo is the proxy's per-run USER:PASS, which the proxy URLs in the

@@ -86,10 +86,10 @@ func summaryLine(w *writesNamed, dests []string, more bool, home string) string 
 	if len(dests) > 0 {
 		shown := dests
 		if len(shown) > summaryHosts {
-			shown, more = shown[:summaryHosts], true
+			shown = shown[:summaryHosts]
 		}
 		list := strings.Join(shown, ", ")
-		if more {
+		if more || len(shown) < len(dests) {
 			list += ", …"
 		}
 		count := plural(len(dests), "host")

@@ -72,3 +72,17 @@ func (p Plan) withMountNames() Plan {
 	p.Privileges.NotifyMounts = p.Privileges.MountRules()
 	return p
 }
+
+// WithoutFSReports is the plan where the kernel (or an outer seccomp
+// profile) has no user notification: the namespace modes' naming of
+// refused writes is observability, not enforcement (the mounts and
+// Landlock hold), so the run goes on without it rather than fail where
+// it ran before.
+func (p Plan) WithoutFSReports() Plan {
+	if !p.Privileges.ReportFS {
+		return p
+	}
+	pv := &p.Privileges
+	pv.NotifyWrites, pv.NotifyMetadata, pv.ReportFS, pv.NotifyMounts = false, false, false, false
+	return p
+}
