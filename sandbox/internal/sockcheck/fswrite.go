@@ -103,6 +103,9 @@ func (c *Checker) fsWrite(w *workerState, n *seccomp.Notif, op seccomp.FSCall) (
 	if e := c.copyFS(f); e != 0 {
 		return 0, e
 	}
+	if c.pol.ReportFS && c.plainlyAllowed(f) { // report.go
+		return 0, proceed
+	}
 	defer func() {
 		for _, fd := range []int{f.dirfd[0], f.dirfd[1], f.root, f.cwd} {
 			if fd >= 0 {

@@ -2,6 +2,7 @@ package sockcheck
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -232,4 +233,50 @@ func (c *Checker) mountTried(n *seccomp.Notif, m seccomp.MountCall) {
 	}
 	c.pol.Report(Refusal{Tid: int(n.Pid), Call: m.String(), Kind: "mount", Path: strings.TrimSuffix(string(comm), "\n"),
 		Reason: "mounts are refused under a filesystem rule"})
+}
+
+// plainlyAllowed: every path of the call is absolute, clean, and by its
+// letters strictly beneath a writable path, beneath no --hide path and
+// clear of every protected one, so the look can end before any path is
+// resolved: the cost of a write in a project (npm ci's thousands) is the
+// round trip alone. The writable paths are canonical, so the only way
+// such a path lands elsewhere is a symlink the tree made beneath a
+// writable path: a refusal there goes unnamed, and the kernel still
+// refuses it (ReportFS decides nothing).
+func (c *Checker) plainlyAllowed(f *fsCall) bool {
+	p := c.pol.Writes
+	for i, path := range f.path {
+		if path == "" {
+			if i == 0 {
+				return false
+			}
+			continue
+		}
+		path = strings.TrimSuffix(path, "/")
+		if path == "" || path[0] != '/' || filepath.Clean(path) != path || c.pol.hidden(path) {
+			return false
+		}
+		inside := false
+		for _, w := range p.Writable {
+			if w == "/" || (len(path) > len(w) && path[:len(w)] == w && path[len(w)] == '/') {
+				inside = true
+				break
+			}
+		}
+		if !inside {
+			return false
+		}
+		if _, ok := p.Protects(path); ok {
+			return false
+		}
+		if _, ok := p.holds(path); ok {
+			return false
+		}
+		for _, pin := range p.Pinned {
+			if path == pin {
+				return false
+			}
+		}
+	}
+	return true
 }
