@@ -176,7 +176,10 @@ type RunnerRules struct {
 	// and lets every call run (namespace modes, where read-only mounts
 	// and Landlock enforce): NotifyWrites and NotifyMetadata need no
 	// NotifyAddresses then, and at the compat entry points, whose calls a
-	// listener cannot read, they run untouched instead of failing.
+	// listener cannot read, they run untouched instead of failing; so do
+	// the metadata calls on a descriptor (fchmod, fchown, fsetxattr,
+	// fremovexattr, futimens), which tar -x makes for every file
+	// (metadata.go, onDescriptor).
 	ReportFS bool
 	// NotifyMounts hands the calls of a sandbox that mounts (mounts.go)
 	// to the listener, for it to name; installed with InstallWithListener.
@@ -253,7 +256,7 @@ func runnerFilter(goarch string, r RunnerRules) ([]unix.SockFilter, error) {
 	}
 	writes := r.NotifyWrites && (r.NotifyAddresses || r.ReportFS)
 	blocks := []block{{abi: p.native, rules: terminalRules(p.native), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, meta: r.NotifyMetadata,
-		writes: writes, mounts: r.NotifyMounts, ioUring: r.DenyIOURing, guard: r.Guard}}
+		writes: writes, report: r.ReportFS, mounts: r.NotifyMounts, ioUring: r.DenyIOURing, guard: r.Guard}}
 	for _, c := range p.compat {
 		blocks = append(blocks, block{abi: c, rules: terminalRules(c), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, meta: r.NotifyMetadata && !r.ReportFS,
 			writes: writes && !r.ReportFS, ioUring: r.DenyIOURing, guard: r.Guard})
@@ -306,6 +309,7 @@ type block struct {
 	notify  bool           // the address calls go to the listener
 	writes  bool           // the write-intent calls go to it too (writes.go)
 	meta    bool           // the metadata calls go to the listener (emitMeta)
+	report  bool           // the listener only names (ReportFS): the f-calls are left alone (emitMeta)
 	mounts  bool           // a mounting sandbox's calls go to the listener (mounts.go)
 	ioUring bool           // io_uring's calls fail with ENOSYS (guard.go)
 	guard   *EnforcerGuard // nil: no guard (guard.go)

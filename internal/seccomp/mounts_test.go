@@ -101,3 +101,28 @@ func TestReportFSCompatUntouched(t *testing.T) {
 		}
 	}
 }
+
+// TestReportFSMetadata: under ReportFS the metadata calls that name a
+// path go to the listener, those on a descriptor run untouched
+// (futimens is utimensat with a NULL path).
+func TestReportFSMetadata(t *testing.T) {
+	for _, goarch := range []string{"amd64", "arm64"} {
+		p := platforms[goarch]
+		prog, err := runnerFilter(goarch, RunnerRules{NotifyWrites: true, NotifyMetadata: true, ReportFS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for nr, c := range metaNative[p.native.audit] {
+			for _, path := range []uint64{0, 0x7ffd0000, 0x100000000} {
+				d := seccompData{nr: int32(nr), arch: p.native.audit, args: [6]uint64{3, path}}
+				want := uint32(unix.SECCOMP_RET_USER_NOTIF)
+				if onDescriptor(c) || (c == MetaUtimensat && path == 0) {
+					want = allow
+				}
+				if got := mustRun(t, prog, d); got != want {
+					t.Errorf("%s %s path %#x: %s, want %s", goarch, c, path, actionString(got), actionString(want))
+				}
+			}
+		}
+	}
+}

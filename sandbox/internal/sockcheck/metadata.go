@@ -132,6 +132,9 @@ func (c *Checker) metadata(w *workerState, n *seccomp.Notif, kind seccomp.MetaCa
 			}
 		}
 	}
+	if c.pol.ReportFS && !m.onFD && !m.empty && c.plainPath(m.path) {
+		return 0, proceed // report.go: nothing to name
+	}
 	op, err := c.metaOp(cl, &m)
 	if err != nil {
 		e, _ := errnoOf(err)

@@ -244,38 +244,45 @@ func (c *Checker) mountTried(n *seccomp.Notif, m seccomp.MountCall) {
 // writable path: a refusal there goes unnamed, and the kernel still
 // refuses it (ReportFS decides nothing).
 func (c *Checker) plainlyAllowed(f *fsCall) bool {
-	p := c.pol.Writes
 	for i, path := range f.path {
-		if path == "" {
-			if i == 0 {
-				return false
-			}
+		if path == "" && i > 0 {
 			continue
 		}
-		path = strings.TrimSuffix(path, "/")
-		if path == "" || path[0] != '/' || filepath.Clean(path) != path || c.pol.hidden(path) {
+		if !c.plainPath(path) {
 			return false
 		}
-		inside := false
-		for _, w := range p.Writable {
-			if w == "/" || (len(path) > len(w) && path[:len(w)] == w && path[len(w)] == '/') {
-				inside = true
-				break
-			}
+	}
+	return true
+}
+
+// plainPath: path, as the runner gave it, is absolute, clean, strictly
+// beneath a writable path by its letters, and clear of --hide and of
+// every protected path.
+func (c *Checker) plainPath(path string) bool {
+	p := c.pol.Writes
+	path = strings.TrimSuffix(path, "/")
+	if p == nil || path == "" || path[0] != '/' || filepath.Clean(path) != path || c.pol.hidden(path) {
+		return false
+	}
+	inside := false
+	for _, w := range p.Writable {
+		if w == "/" || (len(path) > len(w) && path[:len(w)] == w && path[len(w)] == '/') {
+			inside = true
+			break
 		}
-		if !inside {
+	}
+	if !inside {
+		return false
+	}
+	if _, ok := p.Protects(path); ok {
+		return false
+	}
+	if _, ok := p.holds(path); ok {
+		return false
+	}
+	for _, pin := range p.Pinned {
+		if path == pin {
 			return false
-		}
-		if _, ok := p.Protects(path); ok {
-			return false
-		}
-		if _, ok := p.holds(path); ok {
-			return false
-		}
-		for _, pin := range p.Pinned {
-			if path == pin {
-				return false
-			}
 		}
 	}
 	return true
