@@ -228,8 +228,6 @@ func (n *network) refused(r stage.Refused) {
 	what := r.Call + " " + r.Addr
 	verb := "network: denied"
 	switch r.Kind {
-	case "file":
-		what, verb = r.Call+" of "+r.Path, "filesystem: refused"
 	case "udp":
 		what = "a UDP socket (a DNS query, say)"
 	case "inet":

@@ -97,8 +97,10 @@ type Refusal struct {
 	Call string // "connect", "bind", "listen", "sendto", "socket"; a metadata call's name (chmod...)
 	// Kind is "tcp" (an IPv4 or IPv6 address), "unix" (a path),
 	// "abstract" (an abstract Unix name), or, for a refused socket(2),
-	// "udp" or "inet"; "file" for a metadata call (Path: the file, as the
-	// kernel names it).
+	// "udp" or "inet"; "fs" for a write-intent or metadata call the
+	// filesystem rules refuse (Path: the file, as the kernel names it);
+	// "mount" for a sandbox that tried to mount (Path: its program's
+	// name, Call the call).
 	Kind string
 	Addr netip.AddrPort // for "tcp": the address asked for
 	Path string         // for "unix" and "abstract": the name as given
