@@ -100,11 +100,11 @@ func (c *Checker) fsWrite(w *workerState, n *seccomp.Notif, op seccomp.FSCall) (
 		}
 		return 0, unix.EACCES
 	}
+	if c.pol.ReportFS && c.plainCall(f) { // report.go
+		return 0, proceed
+	}
 	if e := c.copyFS(f); e != 0 {
 		return 0, e
-	}
-	if c.pol.ReportFS && c.plainlyAllowed(f) { // report.go
-		return 0, proceed
 	}
 	defer func() {
 		for _, fd := range []int{f.dirfd[0], f.dirfd[1], f.root, f.cwd} {

@@ -235,18 +235,58 @@ func (c *Checker) mountTried(n *seccomp.Notif, m seccomp.MountCall) {
 		Reason: "mounts are refused under a filesystem rule"})
 }
 
-// plainlyAllowed: every path of the call is absolute, clean, and by its
-// letters strictly beneath a writable path, beneath no --hide path and
-// clear of every protected one, so the look can end before any path is
-// resolved: the cost of a write in a project (npm ci's thousands) is the
-// round trip alone. The writable paths are canonical, so the only way
-// such a path lands elsewhere is a symlink the tree made beneath a
-// writable path: a refusal there goes unnamed, and the kernel still
-// refuses it (ReportFS decides nothing).
-func (c *Checker) plainlyAllowed(f *fsCall) bool {
-	for i, path := range f.path {
-		if path == "" && i > 0 {
-			continue
+// plainCall: every path of the call is, by its letters, strictly
+// beneath a writable path and clear of --hide and of every protected
+// path — a relative one joined to the folder its base names
+// (/proc/TID/cwd, /proc/TID/fd/N, one readlink) — so the look can end
+// before anything is copied or resolved: a write in a project (npm ci's
+// thousands, tar -x's one a file) costs the round trip and little more.
+// The writable paths are canonical, so the only way such a path lands
+// elsewhere is a symlink the tree made beneath a writable path: a
+// refusal there goes unnamed, and the kernel still refuses it (ReportFS
+// decides nothing).
+func (c *Checker) plainCall(f *fsCall) bool {
+	a := f.cl.n.Data.Args
+	cwd := uint64(0xffffff9c) // AT_FDCWD as the kernel reads an int
+	var pairs [][2]uint64 // (dirfd, path pointer)
+	switch f.op {
+	case seccomp.FSOpen, seccomp.FSCreat, seccomp.FSMkdir, seccomp.FSMknod, seccomp.FSUnlink, seccomp.FSRmdir, seccomp.FSTruncate:
+		pairs = [][2]uint64{{cwd, a[0]}}
+	case seccomp.FSOpenat, seccomp.FSMkdirat, seccomp.FSMknodat, seccomp.FSUnlinkat:
+		pairs = [][2]uint64{{a[0], a[1]}}
+	case seccomp.FSSymlink:
+		pairs = [][2]uint64{{cwd, a[1]}}
+	case seccomp.FSSymlinkat:
+		pairs = [][2]uint64{{a[1], a[2]}}
+	case seccomp.FSRename, seccomp.FSLink:
+		pairs = [][2]uint64{{cwd, a[0]}, {cwd, a[1]}}
+	case seccomp.FSRenameat, seccomp.FSRenameat2, seccomp.FSLinkat:
+		pairs = [][2]uint64{{a[0], a[1]}, {a[2], a[3]}}
+	default:
+		return false // openat2's resolve flags: looked at in full
+	}
+	for _, pr := range pairs {
+		path, e := c.readString(f.cl, pr[1], maxPath)
+		if e != 0 || path == "" {
+			return false
+		}
+		if path[0] != '/' {
+			rel := strings.TrimSuffix(path, "/")
+			if rel == "" || filepath.Clean(rel) != rel || rel == ".." || strings.HasPrefix(rel, "../") {
+				return false
+			}
+			what := "cwd"
+			if fd := int32(pr[0]); fd != atFDCWD {
+				if fd < 0 {
+					return false
+				}
+				what = "fd/" + strconv.Itoa(int(fd))
+			}
+			base, err := os.Readlink("/proc/" + strconv.Itoa(f.cl.tid) + "/" + what)
+			if err != nil || !strings.HasPrefix(base, "/") {
+				return false
+			}
+			path = strings.TrimSuffix(base, "/") + "/" + rel
 		}
 		if !c.plainPath(path) {
 			return false
