@@ -248,7 +248,7 @@ func (c *Checker) mountTried(n *seccomp.Notif, m seccomp.MountCall) {
 func (c *Checker) plainCall(f *fsCall) bool {
 	a := f.cl.n.Data.Args
 	cwd := uint64(0xffffff9c) // AT_FDCWD as the kernel reads an int
-	var pairs [][2]uint64 // (dirfd, path pointer)
+	var pairs [][2]uint64     // (dirfd, path pointer)
 	switch f.op {
 	case seccomp.FSOpen, seccomp.FSCreat, seccomp.FSMkdir, seccomp.FSMknod, seccomp.FSUnlink, seccomp.FSRmdir, seccomp.FSTruncate:
 		pairs = [][2]uint64{{cwd, a[0]}}
