@@ -181,3 +181,24 @@ func TestNestedSandboxNamed(t *testing.T) {
 		}
 	})
 }
+
+// TestRefusalSummaryNetwork: the summary names the network destinations
+// the policy refused too, beside the writes, with the option for each.
+func TestRefusalSummaryNetwork(t *testing.T) {
+	requireLandlock(t, 1)
+	if _, err := os.Stat("/usr/bin/curl"); err != nil {
+		missingFeature(t, "curl is not installed")
+	}
+	forEachMode(t, func(t *testing.T, m mode) {
+		e := newEnv(t, m)
+		dirs := e.mkdirs("w", "out")
+		w, out := dirs[0], dirs[1]
+		script := "echo x > " + out + "/f; /usr/bin/curl -sS --max-time 20 -o /dev/null https://denied.example/; true"
+		res := e.run(e.args([]string{"--writable", w, "--allow-net", "allowed.example"}, []string{"/bin/sh", "-c", script}))
+		wantCode(t, res, 0)
+		want := "corral: sandbox: 1 write refused, under " + out + " (1); network: 1 host refused (denied.example:443): --writable, --allow-net allow them"
+		if !strings.Contains(res.stderr, want+"\n") || strings.Count(res.stderr, "corral: sandbox: 1 write refused") != 1 {
+			t.Errorf("want the summary %q once:\n%s", want, res)
+		}
+	})
+}
