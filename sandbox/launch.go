@@ -54,6 +54,8 @@ func Launch(o Options) (int, error) {
 	// Every proxied connection and forward ends, and every listener is
 	// gone, before corral exits.
 	defer n.close()
+	// What the policy refused, once the run is over (summary.go).
+	defer n.summarize()
 	// Namespace modes hold the protected paths that exist as mounts;
 	// what the run creates at an absent one is moved aside as it
 	// appears, and once more at its end (protectwatch.go).

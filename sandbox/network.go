@@ -51,6 +51,9 @@ type network struct {
 	dns       egress.DNSAddrs // subreaper mode's DNS responder (zero: none)
 
 	writes writesNamed // the refused writes said (fsrefused.go)
+	// followed is closed once the init's reports are all read (pidns
+	// mode, followInit): the summary waits for it. nil: nothing to wait.
+	followed chan struct{}
 
 	mu     sync.Mutex
 	named  map[string]bool // the refused socket names said (refused)
@@ -128,6 +131,12 @@ func (n *network) forPidns() (plan.Plan, error) {
 		// egress.go).
 		for _, a := range n.proxy.Nameservers() {
 			run.Net.Nameservers = append(run.Net.Nameservers, a.String())
+		}
+	}
+	if run.Privileges.ReportFS {
+		if missing := seccomp.ProbeNotify().NotifyMissing(); missing != "" {
+			n.p.Warnf("sandbox: refused writes are not named here (missing %s); the filesystem rules hold all the same", missing)
+			run = run.WithoutFSReports()
 		}
 	}
 	return run, nil
@@ -244,7 +253,7 @@ func dialHost(port uint16) egress.DialFunc {
 // must follow it for the init's reports and answers to arrive).
 func (n *network) attach(link *stage.Link, run *plan.Plan) bool {
 	if len(n.published) == 0 {
-		return run.Privileges.Notify // the checker's refusals come on it
+		return run.Privileges.Checked() // the checker's refusals come on it
 	}
 	n.mu.Lock()
 	for _, h := range n.published {
@@ -259,8 +268,12 @@ func (n *network) attach(link *stage.Link, run *plan.Plan) bool {
 // connection log (egress.Proxy.Direct), anything else (a Unix socket, a
 // loopback port) once per name on stderr.
 func (n *network) refused(r stage.Refused) {
-	if r.Kind == "fs" {
-		n.writes.say(n.p, r) // fsrefused.go
+	switch r.Kind {
+	case "fs":
+		n.writes.say(n.p, n.log, n.run.Privileges.Landlock.Hide, r) // fsrefused.go
+		return
+	case "mount":
+		n.writes.mountTried(n.p, r)
 		return
 	}
 	// A UDP destination refused (subreaper mode's DNS-only UDP): named
@@ -281,8 +294,6 @@ func (n *network) refused(r stage.Refused) {
 	case "internal":
 		n.p.Warnf("internal error: %s: %s", r.Call, r.Reason)
 		return
-	case "file":
-		what, verb = r.Call+" of "+r.Path, "filesystem: refused"
 	case "udp":
 		what = "a UDP socket (a DNS query, say)"
 	case "inet":

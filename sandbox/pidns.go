@@ -168,7 +168,10 @@ func initFailed(run *plan.Plan, caller stage.Caller, pid int, err error) error {
 // run ends with status 125 (relay).
 func followInit(link *stage.Link, init int, term *terminal, n *network) <-chan error {
 	broken := make(chan error, 1)
+	followed := make(chan struct{})
+	n.followed = followed
 	go func() {
+		defer close(followed) // every report read: the summary may go (summary.go)
 		defer link.Close()
 		for {
 			_, msg, err := link.Receive(stage.StepInitReports)

@@ -118,8 +118,12 @@ enforce what is asked is an error, {setup}, never a run without it):
   A runner of uid 0 owns root's files: give a network or IPC policy with
   --writable or --read-only, or it can change what root runs later (corral
   says so). Under a filesystem rule a sandbox that mounts (bubblewrap, and
-  codex's and sandbox-runtime's Linux sandboxes) cannot start: Landlock
-  forbids mounts; under a network policy alone it can.
+  codex's, Claude Code's and sandbox-runtime's Linux sandboxes) cannot
+  start: Landlock forbids mounts, and corral names the program that tried;
+  under a network policy alone it can. Every write the rules refuse is
+  named on stderr (once per path, 20 paths at most), and a run with
+  refusals ends with one line saying what was refused and which option
+  would allow it.
   --timeout SECONDS    after SECONDS cancel the run as by SIGTERM, then exit {timeout};
                          above 0 and at most 31536000 (a year), fractions
                          allowed  [CORRAL_TIMEOUT_SECONDS]
@@ -151,8 +155,9 @@ Network policy (every mode; fails closed like the sandbox policy):
                          from the host at 127.0.0.1:PORT; repeatable
   --log PATH           the run's policy log, JSON lines (mode 0600): each
                          connection's decision at once, its end with bytes
-                         and duration, refused direct attempts; with any
-                         policy option; also --net-log  [CORRAL_LOG,
+                         and duration, refused direct attempts, each
+                         refused write (event "fs"); with any policy
+                         option; also --net-log  [CORRAL_LOG,
                          CORRAL_NET_LOG]
 
   -v, --verbose        say which mode was chosen and why, and what teardown did

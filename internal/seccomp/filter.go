@@ -172,6 +172,18 @@ type RunnerRules struct {
 	// the file reached (subreaper mode's filesystem rules). Installed
 	// with InstallWithListener, as NotifyAddresses.
 	NotifyMetadata bool
+	// ReportFS: the listener only names what the filesystem rules refuse
+	// and lets every call run (namespace modes, where read-only mounts
+	// and Landlock enforce): NotifyWrites and NotifyMetadata need no
+	// NotifyAddresses then, and at the compat entry points, whose calls a
+	// listener cannot read, they run untouched instead of failing; so do
+	// the metadata calls on a descriptor (fchmod, fchown, fsetxattr,
+	// fremovexattr, futimens), which tar -x makes for every file
+	// (metadata.go, onDescriptor).
+	ReportFS bool
+	// NotifyMounts hands the calls of a sandbox that mounts (mounts.go)
+	// to the listener, for it to name; installed with InstallWithListener.
+	NotifyMounts bool
 	// DenyIOURing makes io_uring_setup(2), io_uring_enter(2) and
 	// io_uring_register(2) fail with ENOSYS (guard.go): under any sandbox
 	// policy, a ring would make the calls the policy checks where no
@@ -254,21 +266,24 @@ func runnerFilter(goarch string, r RunnerRules) ([]unix.SockFilter, error) {
 	if err != nil {
 		return nil, err
 	}
+	writes := r.NotifyWrites && (r.NotifyAddresses || r.ReportFS)
 	blocks := []block{{abi: p.native, rules: runnerRules(p.native, r), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, meta: r.NotifyMetadata,
-		writes: r.NotifyWrites && r.NotifyAddresses, ioUring: r.DenyIOURing, guard: r.Guard}}
+		writes: writes, report: r.ReportFS, mounts: r.NotifyMounts, ioUring: r.DenyIOURing, guard: r.Guard}}
 	for _, c := range p.compat {
-		blocks = append(blocks, block{abi: c, rules: runnerRules(c, r), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, meta: r.NotifyMetadata,
-			writes: r.NotifyWrites && r.NotifyAddresses, ioUring: r.DenyIOURing, guard: r.Guard})
+		blocks = append(blocks, block{abi: c, rules: runnerRules(c, r), sockets: r.Sockets, vsock: r.DenyVsock, notify: r.NotifyAddresses, meta: r.NotifyMetadata && !r.ReportFS,
+			writes: writes && !r.ReportFS, ioUring: r.DenyIOURing, guard: r.Guard})
 	}
 	return assemble(blocks)
 }
 
 // runnerRules are the plain errno rules of the runner's filter at one
-// entry point: the terminal's, and under NotifyMetadata the inode flag
-// changes (attrRules).
+// entry point: the terminal's, and under NotifyMetadata (not ReportFS)
+// the inode flag changes (attrRules).
 func runnerRules(a abi, r RunnerRules) []Rule {
 	rules := terminalRules(a)
-	if r.NotifyMetadata {
+	if r.NotifyMetadata && !r.ReportFS {
+		// Subreaper mode's checked metadata; under ReportFS (namespace
+		// modes) the read-only mounts refuse them where they must.
 		rules = append(rules, attrRules(a)...)
 	}
 	return rules
@@ -319,6 +334,8 @@ type block struct {
 	notify  bool           // the address calls go to the listener
 	writes  bool           // the write-intent calls go to it too (writes.go)
 	meta    bool           // the metadata calls go to the listener (emitMeta)
+	report  bool           // the listener only names (ReportFS): the f-calls are left alone (emitMeta)
+	mounts  bool           // a mounting sandbox's calls go to the listener (mounts.go)
 	ioUring bool           // io_uring's calls fail with ENOSYS (guard.go)
 	guard   *EnforcerGuard // nil: no guard (guard.go)
 }
@@ -398,6 +415,9 @@ func (b block) emit(a *asm) {
 	}
 	if b.writes {
 		b.emitWrites(a)
+	}
+	if b.mounts {
+		b.emitMounts(a)
 	}
 	if b.vsock {
 		b.emitVsock(a)

@@ -100,8 +100,16 @@ func (d Data) Metadata() MetaCall {
 func (b block) emitMeta(a *asm) {
 	var nrs []uint32
 	ret := uint32(unix.SECCOMP_RET_USER_NOTIF)
+	utimensat := noCall
 	if calls, ok := metaNative[b.abi.audit]; ok {
-		for nr := range calls {
+		for nr, c := range calls {
+			if b.report && onDescriptor(c) {
+				continue
+			}
+			if b.report && c == MetaUtimensat {
+				utimensat = nr
+				continue
+			}
 			nrs = append(nrs, nr)
 		}
 	} else {
@@ -116,10 +124,38 @@ func (b block) emitMeta(a *asm) {
 	for _, nr := range nrs {
 		a.jump(opJeq, nr, hit, next)
 	}
-	a.ja(rest)
+	if utimensat == noCall {
+		a.ja(rest)
+	} else {
+		// utimensat(fd, NULL, ...) is futimens: on a descriptor, left
+		// alone as the f-calls are; with a path, to the listener.
+		times, allow := a.label(), a.label()
+		a.jump(opJeq, utimensat, times, rest)
+		a.bind(times)
+		lo, hi := argOffsets(b.abi, 1)
+		a.stmt(opLd, lo)
+		a.jump(opJeq, 0, next, hit)
+		a.stmt(opLd, hi)
+		a.jump(opJeq, 0, allow, hit)
+		a.bind(allow)
+		a.stmt(opRet, unix.SECCOMP_RET_ALLOW)
+	}
 	a.bind(hit)
 	a.stmt(opRet, ret)
 	a.bind(rest)
+}
+
+// onDescriptor: the call changes the file a descriptor names, not one a
+// path names. Under RunnerRules.ReportFS these run untouched: a
+// descriptor open for writing was opened where writing is allowed (an
+// open elsewhere was refused, and named), and tar -x, which sets each
+// file's mode, owner and times on its descriptor, pays nothing for them.
+func onDescriptor(c MetaCall) bool {
+	switch c {
+	case MetaFchmod, MetaFchown, MetaFsetxattr, MetaFremovexattr:
+		return true
+	}
+	return false
 }
 
 func sortUint32(s []uint32) {

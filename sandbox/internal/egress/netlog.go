@@ -242,3 +242,25 @@ func unwrapPath(err error) error {
 }
 
 func logTime(t time.Time) string { return t.UTC().Format(logTimeLayout) }
+
+// FSLine is a write the sandbox's filesystem rules refused (SPEC,
+// "Refusals are named"): path as corral names it (escaped: it came from
+// the runner), op the system call, reason why the policy refused it.
+type FSLine struct {
+	Time   string `json:"time"`
+	Event  string `json:"event"` // "fs"
+	Path   string `json:"path"`
+	Op     string `json:"op"`
+	Reason string `json:"reason"`
+	Run    string `json:"run"`
+}
+
+// FS appends the line of one refused write, at once.
+func (l *Log) FS(path, op, reason string, warn io.Writer) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.writeLocked(&FSLine{Time: logTime(time.Now()), Event: "fs", Path: path, Op: op, Reason: reason, Run: l.run}, warn)
+}

@@ -77,7 +77,7 @@ func Main(newEngine stage.NewEngine) {
 			os.Exit(exitstatus.Setup)
 		}
 	}
-	sayReady(link, sigs, start.Terminal || pub != nil || plan.Privileges.Notify, said)
+	sayReady(link, sigs, start.Terminal || pub != nil || plan.Privileges.Checked(), said)
 	if pub != nil {
 		go func() {
 			<-said

@@ -45,6 +45,44 @@ func (p Plan) WithProtection(f ProtectFacts) Plan {
 // it resolved (Privileges.NotifyWrites). Each costs a round trip to the
 // checker; namespace modes never pay it.
 func (p Plan) withCheckedWrites() Plan {
-	p.Privileges.NotifyWrites = !p.Privileges.Protect.Empty()
+	// Under --read-only every write is refused: checked too, so that
+	// each is named.
+	p.Privileges.NotifyWrites = !p.Privileges.Protect.Empty() || p.Privileges.Landlock.ReadOnly
+	return p
+}
+
+// withFSReports asks, in a namespace mode under a filesystem rule, for
+// the write-intent and metadata calls and a mounting sandbox's calls to
+// go to the engine's checker, which names what the mounts and Landlock
+// will refuse and lets each call run (SPEC, "Refusals are named"): Landlock
+// refuses silently. Each such call costs a round trip to the checker; a
+// read-only open, and any run without a filesystem rule, none.
+func (p Plan) withFSReports() Plan {
+	if !p.Privileges.MountRules() {
+		return p
+	}
+	pv := &p.Privileges
+	pv.NotifyWrites, pv.NotifyMetadata, pv.ReportFS, pv.NotifyMounts = true, true, true, true
+	return p
+}
+
+// withMountNames asks, in subreaper mode under a filesystem rule, for a
+// mounting sandbox's calls to go to the checker, which names the first.
+func (p Plan) withMountNames() Plan {
+	p.Privileges.NotifyMounts = p.Privileges.MountRules()
+	return p
+}
+
+// WithoutFSReports is the plan where the kernel (or an outer seccomp
+// profile) has no user notification: the namespace modes' naming of
+// refused writes is observability, not enforcement (the mounts and
+// Landlock hold), so the run goes on without it rather than fail where
+// it ran before.
+func (p Plan) WithoutFSReports() Plan {
+	if !p.Privileges.ReportFS {
+		return p
+	}
+	pv := &p.Privileges
+	pv.NotifyWrites, pv.NotifyMetadata, pv.ReportFS, pv.NotifyMounts = false, false, false, false
 	return p
 }

@@ -25,7 +25,7 @@ const proxyPortInside = 3128
 // with a proxy, the runner's environment naming it at its address inside,
 // where the init will listen, with userinfo, the proxy's per-run USER:PASS.
 func (p Plan) ForPidns(userinfo string) Plan {
-	p = p.withSocketChecks().withLocalhostPorts().withMounts()
+	p = p.withSocketChecks().withLocalhostPorts().withMounts().withFSReports()
 	p.Namespaces.Net = p.Isolated()
 	if p.Privileges.Guard != nil {
 		// From inside a new PID namespace the runner can name no corral
@@ -156,7 +156,7 @@ type Subreaper struct {
 // kernel has them, and the proxy on the host's loopback in the runner's
 // environment. It also returns -v's account of it.
 func (p Plan) ForSubreaper(s Subreaper) (Plan, string, error) {
-	p = p.withCheckedWrites().withSocketChecks().withLocalhostPorts()
+	p = p.withCheckedWrites().withSocketChecks().withLocalhostPorts().withMountNames()
 	ll := p.Privileges.Landlock
 	p.Privileges.NotifyMetadata = len(ll.Writable) > 0 || ll.ReadOnly || len(ll.Hide) > 0
 	if !p.Isolated() {

@@ -81,6 +81,15 @@ type Privileges struct {
 	// --writable, --read-only or --hide (ForSubreaper). The namespace
 	// modes hold them with read-only mounts instead.
 	NotifyMetadata bool
+	// ReportFS: the checker only names what the filesystem rules refuse
+	// among the write-intent and metadata calls and lets each run: the
+	// namespace modes, whose read-only mounts and Landlock enforce
+	// (fsholding.go, withFSReports).
+	ReportFS bool
+	// NotifyMounts: the calls of a sandbox that mounts go to the checker,
+	// which names the first (Landlock refuses every mount under a
+	// filesystem rule).
+	NotifyMounts bool
 	// DenyIOURing: io_uring's calls fail (every policy run, ipc.go).
 	DenyIOURing bool
 	// ImpliedIPC: Landlock.IsolateIPC was set by the policy's implied
@@ -103,7 +112,7 @@ type Privileges struct {
 
 // Checked reports whether the runner's filter hands calls to the
 // engine's checker (and so has a listener).
-func (p Privileges) Checked() bool { return p.Notify || p.NotifyMetadata }
+func (p Privileges) Checked() bool { return p.Notify || p.NotifyMetadata || p.NotifyMounts }
 
 // Network is the network policy of a run beyond --net none
 // (docs/network.md). Every part of it cuts the runner off the network

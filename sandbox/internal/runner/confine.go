@@ -82,7 +82,8 @@ type restricted struct {
 // network, or the sockets beneath a hidden path.
 func installFilter(p plan.Privileges) (int, error) {
 	prog, err := seccomp.RunnerFilter(seccomp.RunnerRules{Sockets: p.Sockets, DenyVsock: p.DenyVsock, NotifyAddresses: p.Notify,
-		NotifyWrites: p.NotifyWrites, NotifyMetadata: p.NotifyMetadata, DenyIOURing: p.DenyIOURing, Guard: p.Guard})
+		NotifyWrites: p.NotifyWrites, NotifyMetadata: p.NotifyMetadata, ReportFS: p.ReportFS, NotifyMounts: p.NotifyMounts,
+		DenyIOURing: p.DenyIOURing, Guard: p.Guard})
 	listener := -1
 	switch {
 	case err != nil:

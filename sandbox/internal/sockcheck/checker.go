@@ -48,6 +48,9 @@ type Checker struct {
 	// let make (bindPath) and that were not bound yet when looked at.
 	pending []pendingBind
 
+	// mountNamed: a mounting sandbox was named (report.go), once a run.
+	mountNamed atomic.Bool
+
 	// static holds the tree's credentials once read, under
 	// Policy.StaticCreds (creds.go).
 	static atomic.Pointer[creds]
@@ -299,9 +302,12 @@ func (w *workerState) close() { unix.Close(w.diag) }
 // gone is the answer not to send: the notification died. answered: the
 // notification was answered already (or will be, by the worker whose
 // blocking call it took over).
+// proceed: let the call run as the caller made it (CONTINUE), for a
+// call the checker only names (Policy.ReportFS, mounts).
 const (
 	gone     = unix.Errno(^uintptr(0) >> 1)
 	answered = gone - 1
+	proceed  = gone - 2
 )
 
 func (c *Checker) handle(w *workerState, n *seccomp.Notif) error {
@@ -309,7 +315,9 @@ func (c *Checker) handle(w *workerState, n *seccomp.Notif) error {
 	val, errno := c.decide(w, n)
 	if err := w.asSelf(); err != nil {
 		// Refuse this call before the worker ends.
-		if errno != answered && errno != gone {
+		if errno == proceed {
+			seccomp.RespondContinue(c.listener, n.ID)
+		} else if errno != answered && errno != gone {
 			seccomp.Respond(c.listener, n.ID, 0, unix.EACCES)
 		}
 		return err
@@ -319,6 +327,12 @@ func (c *Checker) handle(w *workerState, n *seccomp.Notif) error {
 	}
 	if errno == gone {
 		c.stats.gone.Add(1)
+		return nil
+	}
+	if errno == proceed {
+		if err := seccomp.RespondContinue(c.listener, n.ID); errors.Is(err, seccomp.ErrGone) {
+			c.stats.gone.Add(1)
+		}
 		return nil
 	}
 	// ErrGone: the caller was interrupted or died meanwhile; any other

@@ -41,12 +41,16 @@ const maxSend = 4 << 20
 func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 	cl := call{n: n, kind: n.Data.Call(), tid: int(n.Pid), w: w}
 	if m := n.Data.Metadata(); m != seccomp.MetaOther {
-		return c.metadata(w, n, m)
+		return c.reported(c.metadata(w, n, m))
+	}
+	if m := n.Data.MountCall(); m != seccomp.MountNone && c.pol.Mounts {
+		c.mountTried(n, m) // report.go
+		return 0, proceed
 	}
 	switch cl.kind {
 	case seccomp.CallOther:
 		if op := n.Data.FSCall(); op != seccomp.FSNone && c.pol.Writes != nil {
-			return c.fsWrite(w, n, op) // fswrite.go
+			return c.reported(c.fsWrite(w, n, op)) // fswrite.go
 		}
 		// A filter this checker does not know: refuse, never run.
 		return 0, unix.ENOSYS

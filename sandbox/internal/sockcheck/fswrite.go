@@ -100,6 +100,9 @@ func (c *Checker) fsWrite(w *workerState, n *seccomp.Notif, op seccomp.FSCall) (
 		}
 		return 0, unix.EACCES
 	}
+	if c.pol.ReportFS && c.plainCall(f) { // report.go
+		return 0, proceed
+	}
 	if e := c.copyFS(f); e != 0 {
 		return 0, e
 	}
@@ -134,6 +137,10 @@ func (c *Checker) fsWrite(w *workerState, n *seccomp.Notif, op seccomp.FSCall) (
 	}
 	if err := w.asCaller(cr); err != nil {
 		return 0, unix.EACCES
+	}
+	if c.pol.ReportFS {
+		c.fsReport(f) // report.go: named, and the kernel decides
+		return 0, proceed
 	}
 	switch op {
 	case seccomp.FSOpen, seccomp.FSCreat, seccomp.FSOpenat, seccomp.FSOpenat2:
@@ -455,10 +462,17 @@ const (
 // refuses: EACCES where the runner's Landlock policy would refuse it,
 // EROFS for a protected path, EXDEV for a link whose file would gain
 // rights (Landlock's answer).
-func (c *Checker) decideFS(f *fsCall, path string, how int) unix.Errno {
+//
+// nd, when not nil, is where path lies (its folder and last component):
+// a refusal is named only when the runner's own permissions (DAC) would
+// have let the call through, since one they refuse anyway is not the
+// policy's (SPEC, "Refusals are named").
+func (c *Checker) decideFS(f *fsCall, nd *node, path string, how int) unix.Errno {
 	p := c.pol.Writes
 	refuse := func(e unix.Errno, reason string) unix.Errno {
-		c.reportWrite(f, path, reason)
+		if !dacRefuses(nd, how) {
+			c.reportWrite(f, path, reason)
+		}
 		return e
 	}
 	if c.pol.hidden(path) {
@@ -553,7 +567,7 @@ func (c *Checker) fsCreate(f *fsCall) (int64, unix.Errno) {
 	if exists(nd) {
 		return 0, unix.EEXIST // as the kernel says first, even on a read-only mount (mkdir -p)
 	}
-	if e := c.decideFS(f, nd.path(), touchCreate); e != 0 {
+	if e := c.decideFS(f, nd, nd.path(), touchCreate); e != 0 {
 		return 0, e
 	}
 	var err error
@@ -593,7 +607,7 @@ func (c *Checker) fsRemove(f *fsCall) (int64, unix.Errno) {
 		}
 		return 0, dots(f)
 	}
-	if e := c.decideFS(f, nd.path(), touchRemove); e != 0 {
+	if e := c.decideFS(f, nd, nd.path(), touchRemove); e != 0 {
 		return 0, e
 	}
 	if nd.trailing && f.aflag&unix.AT_REMOVEDIR == 0 {
@@ -650,13 +664,13 @@ func (c *Checker) fsTwo(f *fsCall) (int64, unix.Errno) {
 				return 0, e
 			}
 		}
-		if e := c.decideFS(f, src.path(), touchSource); e != 0 {
+		if e := c.decideFS(f, nil, src.path(), touchSource); e != 0 {
 			return 0, e
 		}
 		if exists(dst) {
 			return 0, unix.EEXIST
 		}
-		if e := c.decideFS(f, dst.path(), touchCreate); e != 0 {
+		if e := c.decideFS(f, dst, dst.path(), touchCreate); e != 0 {
 			return 0, e
 		}
 		var err error
@@ -673,10 +687,10 @@ func (c *Checker) fsTwo(f *fsCall) (int64, unix.Errno) {
 	if f.aflag&^(unix.RENAME_NOREPLACE|unix.RENAME_EXCHANGE|unix.RENAME_WHITEOUT) != 0 {
 		return 0, unix.EINVAL
 	}
-	if e := c.decideFS(f, src.path(), touchRemove); e != 0 {
+	if e := c.decideFS(f, src, src.path(), touchRemove); e != 0 {
 		return 0, e
 	}
-	if e := c.decideFS(f, dst.path(), touchRemove); e != 0 {
+	if e := c.decideFS(f, dst, dst.path(), touchRemove); e != 0 {
 		return 0, e
 	}
 	sname, dname := src.name, dst.name
@@ -807,7 +821,7 @@ func (c *Checker) openChecked(f *fsCall, flags uint64, mode uint32, resolve uint
 				}
 				nd.close()
 				nd.dir, nd.dirPath, nd.name = d, where, ""
-				if e := c.decideFS(f, where, touchWrite); e != 0 { // a file in it, as for any open beneath
+				if e := c.decideFS(f, nil, where, touchWrite); e != 0 { // a file in it, as for any open beneath
 					return -1, e
 				}
 				fd, err := unix.Openat2(d, ".", &unix.OpenHow{Flags: flags | unix.O_CLOEXEC, Mode: uint64(mode)})
@@ -844,7 +858,7 @@ func (c *Checker) openChecked(f *fsCall, flags uint64, mode uint32, resolve uint
 			how = -1 // a read (openat2, or O_CREAT of a file that exists)
 		}
 		if how >= 0 {
-			if e := c.decideFS(f, nd.path(), how); e != 0 {
+			if e := c.decideFS(f, nd, nd.path(), how); e != 0 {
 				return -1, e
 			}
 		}
@@ -943,7 +957,7 @@ func (c *Checker) procFD(f *fsCall, nd *node, flags uint64) (int, bool, unix.Err
 			return -1, true, e
 		}
 		if flags&(unix.O_WRONLY|unix.O_RDWR|unix.O_TRUNC) != 0 {
-			if e := c.decideFS(f, where, touchWrite); e != 0 {
+			if e := c.decideFS(f, nil, where, touchWrite); e != 0 {
 				return -1, true, e
 			}
 		}

@@ -132,6 +132,9 @@ func (c *Checker) metadata(w *workerState, n *seccomp.Notif, kind seccomp.MetaCa
 			}
 		}
 	}
+	if c.pol.ReportFS && !m.onFD && !m.empty && c.plainPath(m.path) {
+		return 0, proceed // report.go: nothing to name
+	}
 	op, err := c.metaOp(cl, &m)
 	if err != nil {
 		e, _ := errnoOf(err)
@@ -234,8 +237,8 @@ func (c *Checker) metadata(w *workerState, n *seccomp.Notif, kind seccomp.MetaCa
 	if err := unix.Fstat(obj, &st); err != nil {
 		return 0, unix.EBADF
 	}
-	if e := c.mayChange(cl, &m, obj, &st); e != 0 {
-		return 0, e
+	if e := c.mayChange(cl, &m, obj, &st); e != 0 || c.pol.ReportFS {
+		return 0, e // ReportFS: decide reads it as "let it run"
 	}
 	return 0, op(obj, st.Mode&unix.S_IFMT == unix.S_IFLNK)
 }
@@ -252,8 +255,12 @@ func (c *Checker) mayChange(cl *call, m *metaCall, obj int, st *unix.Stat_t) uni
 	if !strings.HasPrefix(where, "/") || st.Nlink == 0 {
 		return 0
 	}
+	// Named as the write-intent calls are (reportWrite): one line per
+	// path, whichever call changed it.
 	refuse := func(e unix.Errno, reason string) unix.Errno {
-		c.reportFS(Refusal{Tid: cl.tid, Call: m.kind.String(), Kind: "file", Path: where, Reason: reason})
+		if c.pol.Report != nil {
+			c.pol.Report(Refusal{Tid: cl.tid, Call: m.kind.String(), Kind: "fs", Path: where, Reason: reason})
+		}
 		return e
 	}
 	if c.pol.hidden(where) {
@@ -267,14 +274,8 @@ func (c *Checker) mayChange(cl *call, m *metaCall, obj int, st *unix.Stat_t) uni
 		}
 		return 0
 	}
-	return refuse(unix.EROFS, "outside the --writable paths: metadata (mode, owner, xattrs, times) cannot change there")
-}
-
-func (c *Checker) reportFS(r Refusal) {
-	if c.pol.Report != nil {
-		r.Reason = "corral's filesystem policy: " + r.Reason
-		c.pol.Report(r)
-	}
+	// Metadata (mode, owner, xattrs, times) cannot change there.
+	return refuse(unix.EROFS, "not beneath a --writable path")
 }
 
 // metaOp copies the rest of the call's arguments from the caller and

@@ -63,7 +63,7 @@ func TestMetadataChecked(t *testing.T) {
 			t.Errorf("%s/f: the xattr was set", d)
 		}
 	}
-	if len(refused) == 0 || refused[0].Kind != "file" || !strings.Contains(refused[0].Reason, "--writable") {
+	if len(refused) == 0 || refused[0].Kind != "fs" || !strings.Contains(refused[0].Reason, "--writable") {
 		t.Errorf("refusals reported: %+v", refused)
 	}
 }

@@ -76,6 +76,16 @@ type Policy struct {
 	// Writes, when set, is what the runner's write-intent filesystem
 	// calls are held to (seccomp RunnerRules.NotifyWrites; fswrite.go).
 	Writes *WritePolicy
+	// ReportFS: the checker only names what the filesystem rules refuse
+	// (the write-intent calls, Writes, and the metadata calls) and lets
+	// every such call run: namespace modes, where read-only mounts and
+	// Landlock enforce whatever the runner swaps a path to after the
+	// look (DESIGN.md, "Reporting what the rules refused").
+	ReportFS bool
+	// Mounts: the calls of a sandbox that mounts come to the checker
+	// (seccomp RunnerRules.NotifyMounts), which names the first and lets
+	// each run: under a filesystem rule Landlock refuses the mount.
+	Mounts bool
 	// Workers is how many calls may be checked at once (each worker owns
 	// an OS thread from New on); 0 means DefaultWorkers.
 	Workers int
@@ -90,10 +100,13 @@ type Refusal struct {
 	Call string // "connect", "bind", "listen", "sendto", "socket"; a metadata call's name (chmod...)
 	// Kind is "tcp" (an IPv4 or IPv6 address), "unix" (a path),
 	// "abstract" (an abstract Unix name), or, for a refused socket(2),
-	// "udp" or "inet"; "file" for a metadata call (Path: the file, as the
-	// kernel names it). A refused UDP destination (udp.go) is "udp"
+	// "udp" or "inet"; "fs" for a write-intent or metadata call the
+	// filesystem rules refuse (Path: the file, as the kernel names it);
+	// "mount" for a sandbox that tried to mount (Path: its program's
+	// name, Call the call). A refused UDP destination (udp.go) is "udp"
 	// with Addr, or "dns" for a DNS query on an unconnected socket, with
-	// Path the program that sent it.
+	// Path the program that sent it; "internal" for a call corral's
+	// checker failed on (Call says which).
 	Kind string
 	Addr netip.AddrPort // for "tcp": the address asked for
 	Path string         // for "unix" and "abstract": the name as given

@@ -294,10 +294,12 @@ func (r *RelayRouted) RequestID() uint64     { return r.ID }
 // Refused is a socket call of the runner's tree that the engine's checker
 // refused, for the host side to name (once per destination on stderr, and
 // in the connection log). Addr is an IP address and port for a TCP call,
-// Path a Unix socket's name.
+// Path a Unix socket's name; Kind "fs" is a write the filesystem rules
+// refused (Path the file), "mount" a sandbox that tried to mount (Path
+// its program's name).
 type Refused struct {
-	Call   string // "connect", "bind", "listen", "sendto"
-	Kind   string // "tcp", "unix", "abstract"
+	Call   string // "connect", "bind", "listen", "sendto"; the system call of an "fs" or "mount"
+	Kind   string // "tcp", "unix", "abstract", "udp", "inet", "fs", "mount"
 	Addr   string
 	Path   string
 	Direct bool // past the proxy: a client that ignores the proxy variables

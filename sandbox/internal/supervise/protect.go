@@ -1,6 +1,8 @@
 package supervise
 
 import (
+	"path/filepath"
+
 	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"github.com/corral-sh/corral/sandbox/internal/sockcheck"
 )
@@ -18,12 +20,35 @@ func writePolicy(run *plan.Plan) *sockcheck.WritePolicy {
 	if !pv.NotifyWrites {
 		return nil
 	}
+	writable := pv.Protect.Writable
+	if pv.ReportFS {
+		// Namespace modes: what the mounts leave writable, --overlay's
+		// folders included; everything under --hide alone.
+		writable = canonical(pv.Landlock.Writable)
+		if len(writable) == 0 && !pv.Landlock.ReadOnly {
+			writable = []string{"/"}
+		}
+	}
 	return &sockcheck.WritePolicy{
-		Writable:  pv.Protect.Writable,
+		Writable:  writable,
 		Protected: pv.Protect.Paths,
 		Patterns:  pv.Protect.Patterns,
 		Pinned:    pv.Protect.Pinned,
 		Modules:   pv.Protect.Modules,
 		Devices:   writeDevices,
 	}
+}
+
+// canonical is paths with their symlinks followed, as the kernel names a
+// resolved file (the checker compares those); one that does not resolve
+// stays as given.
+func canonical(paths []string) []string {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		out = append(out, filepath.Clean(p))
+	}
+	return out
 }
