@@ -151,11 +151,8 @@ func testAgentCLI(t *testing.T, cli agentCLI) {
 		if _, err := os.Stat(filepath.Join(outside, "file")); err == nil {
 			t.Errorf("the tool wrote outside the writable set\n%v", res)
 		}
-		// TODO(issue 35, refusals named in namespace modes): drop the
-		// m.pidns() condition once that work is merged, so the line is
-		// asked for in every mode.
 		refused := "corral: sandbox: refused write to " + filepath.Join(outside, "file") + ": not beneath a --writable path"
-		if !m.pidns() && !strings.Contains(res.stderr, refused) {
+		if !strings.Contains(res.stderr, refused) {
 			t.Errorf("stderr does not name the refused write (want %q):\n%s", refused, res.stderr)
 		}
 		wantDeniedLines(t, res.stderr, map[string]bool{"unlisted.test:80": true})

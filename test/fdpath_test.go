@@ -49,9 +49,7 @@ echo hi 2>/dev/null >/proc/self/fd/4/refused-file || echo refused-file
 			if _, err := os.Stat(out + "/" + name); err == nil {
 				t.Errorf("%s was written outside --writable", name)
 			}
-			// TODO(issue 35, refusals named in namespace modes): drop "!m.pidns() &&"
-			// once that work is merged, so the line is asked for in every mode.
-			if !m.pidns() && !strings.Contains(res.stderr, "corral: sandbox: refused write to "+out+"/"+name+": not beneath a --writable path") {
+			if !strings.Contains(res.stderr, "corral: sandbox: refused write to "+out+"/"+name+": not beneath a --writable path") {
 				t.Errorf("stderr does not name the refused %s:\n%s", name, res.stderr)
 			}
 		}
