@@ -29,8 +29,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxNamedAside caps the stderr lines of moved-aside names: a runner that
-// recreates one in a loop gets a count, not a flood.
+// maxNamedAside caps the stderr lines of moved-aside names: each is named
+// once, and a runner that recreates one in a loop gets a count at the
+// end, not a flood.
 const maxNamedAside = 20
 
 // absentProtected are the protected paths beneath a writable one that do
@@ -95,7 +96,10 @@ func (a *absentProtected) sweep(p *stage.Proc) {
 		if err == unix.ENOENT {
 			continue // gone again already
 		}
-		if !a.named[path] && len(a.named) >= maxNamedAside {
+		// Each path is named once (a runner that recreates it in a
+		// loop gets one line, and the count at the end), at most
+		// maxNamedAside of them.
+		if a.named[path] || len(a.named) >= maxNamedAside {
 			a.more++
 			continue
 		}
@@ -113,7 +117,7 @@ func (a *absentProtected) sweep(p *stage.Proc) {
 func quarantine(p *stage.Proc, a *absentProtected) {
 	a.sweep(p)
 	if a.more > 0 {
-		p.Warnf("sandbox: %d more protected paths the run created were moved aside (NAME.corral-refused)", a.more)
+		p.Warnf("sandbox: protected paths the run created were moved aside %d more times (NAME.corral-refused-N)", a.more)
 	}
 }
 

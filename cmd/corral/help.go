@@ -85,9 +85,9 @@ enforce what is asked is an error, {setup}, never a run without it):
                          elsewhere the filesystem is read-only for it,
                          metadata (chmod, chown, xattrs, times) included;
                          repeatable. Protected even beneath PATH (read-only,
-                         not renamed or removed; one the run creates where
-                         none was is refused in subreaper mode, moved aside
-                         to NAME.corral-refused as it appears in pidns mode):
+                         not renamed or removed, not created where none was;
+                         what appears there anyway is moved aside to
+                         NAME.corral-refused):
                          at PATH's top (and $HOME's, when beneath PATH)
                          .gitmodules .bashrc .bash_profile .bash_login .profile
                          .zshrc .zshenv .zprofile .envrc .vscode/ .idea/

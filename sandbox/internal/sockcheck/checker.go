@@ -303,11 +303,14 @@ func (w *workerState) close() { unix.Close(w.diag) }
 // notification was answered already (or will be, by the worker whose
 // blocking call it took over).
 // proceed: let the call run as the caller made it (CONTINUE), for a
-// call the checker only names (Policy.ReportFS, mounts).
+// call the checker only names (Policy.ReportFS, mounts). protected:
+// under ReportFS, a write the checker refuses itself (EROFS), since what
+// it reaches is a protected path no mount may hold (report.go).
 const (
-	gone     = unix.Errno(^uintptr(0) >> 1)
-	answered = gone - 1
-	proceed  = gone - 2
+	gone      = unix.Errno(^uintptr(0) >> 1)
+	answered  = gone - 1
+	proceed   = gone - 2
+	protected = gone - 3
 )
 
 func (c *Checker) handle(w *workerState, n *seccomp.Notif) error {

@@ -139,8 +139,7 @@ func (c *Checker) fsWrite(w *workerState, n *seccomp.Notif, op seccomp.FSCall) (
 		return 0, unix.EACCES
 	}
 	if c.pol.ReportFS {
-		c.fsReport(f) // report.go: named, and the kernel decides
-		return 0, proceed
+		return 0, c.fsReport(f) // report.go: named, and the kernel decides
 	}
 	switch op {
 	case seccomp.FSOpen, seccomp.FSCreat, seccomp.FSOpenat, seccomp.FSOpenat2:

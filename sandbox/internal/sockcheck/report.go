@@ -29,6 +29,9 @@ import (
 // whatever the look found (a path that does not resolve, a copy that
 // failed: the kernel says it to the caller), unless the caller is gone.
 func (c *Checker) reported(val int64, e unix.Errno) (int64, unix.Errno) {
+	if e == protected {
+		return 0, unix.EROFS
+	}
 	if !c.pol.ReportFS || e == gone || e == answered {
 		return val, e
 	}
@@ -36,69 +39,82 @@ func (c *Checker) reported(val int64, e unix.Errno) (int64, unix.Errno) {
 }
 
 // fsReport looks at one write-intent call and names it when the policy
-// refuses it; the caller's credentials are on the thread (fsWrite).
-func (c *Checker) fsReport(f *fsCall) {
+// refuses it; the caller's credentials are on the thread (fsWrite). It
+// returns protected for a call that reaches a protected path: the checker
+// refuses that one itself (EROFS). A protected path that exists is a
+// read-only mount, which would refuse it all the same; one that does not
+// exist yet (.envrc, a new hook) no mount can hold, and this refusal is
+// what keeps it from being made. A runner thread that swaps the path
+// after this look gets past it; the host side moves aside what appears
+// at such a name the moment it appears (sandbox, protectwatch.go).
+func (c *Checker) fsReport(f *fsCall) unix.Errno {
+	var e unix.Errno
 	switch f.op {
 	case seccomp.FSOpen, seccomp.FSCreat, seccomp.FSOpenat, seccomp.FSOpenat2:
-		c.reportOpen(f)
+		e = c.reportOpen(f)
 	case seccomp.FSMkdir, seccomp.FSMkdirat, seccomp.FSMknod, seccomp.FSMknodat, seccomp.FSSymlink, seccomp.FSSymlinkat:
-		c.reportOne(f, touchCreate)
+		e = c.reportOne(f, touchCreate)
 	case seccomp.FSUnlink, seccomp.FSRmdir, seccomp.FSUnlinkat:
-		c.reportOne(f, touchRemove)
+		e = c.reportOne(f, touchRemove)
 	case seccomp.FSRename, seccomp.FSRenameat, seccomp.FSRenameat2, seccomp.FSLink, seccomp.FSLinkat:
-		c.reportTwo(f)
+		e = c.reportTwo(f)
 	case seccomp.FSTruncate:
-		c.reportOpen(f)
+		e = c.reportOpen(f)
 	}
+	if e == unix.EROFS {
+		return protected
+	}
+	return proceed
 }
 
 // reportOne names a create or a remove of the call's one path: not when
 // the kernel answers first for another reason (EEXIST for a create of a
 // name that exists, ENOENT for a remove of one that does not).
-func (c *Checker) reportOne(f *fsCall, how int) {
+func (c *Checker) reportOne(f *fsCall, how int) unix.Errno {
 	nd, e := c.resolveParent(f, f.dirfd[0], f.path[0], 0)
 	if e != 0 {
-		return
+		return 0
 	}
 	defer nd.close()
 	if isDots(nd.name) || exists(nd) != (how == touchRemove) {
-		return
+		return 0
 	}
-	c.decideFS(f, nd, nd.path(), how)
+	return c.decideFS(f, nd, nd.path(), how)
 }
 
 // reportTwo names a rename's refused side (the source first), or a
 // link's new name.
-func (c *Checker) reportTwo(f *fsCall) {
+func (c *Checker) reportTwo(f *fsCall) unix.Errno {
 	link := f.op == seccomp.FSLink || f.op == seccomp.FSLinkat
 	if link && f.aflag&unix.AT_EMPTY_PATH != 0 && f.path[0] == "" {
 		f.path[0] = "." // the descriptor's file: only the new name is looked at
 	}
 	src, e := c.resolveParent(f, f.dirfd[0], f.path[0], 0)
 	if e != 0 {
-		return
+		return 0
 	}
 	defer src.close()
 	dst, e := c.resolveParent(f, f.dirfd[1], f.path[1], 0)
 	if e != 0 {
-		return
+		return 0
 	}
 	defer dst.close()
 	if isDots(dst.name) || (!link && (isDots(src.name) || !exists(src))) {
-		return
+		return 0
 	}
 	if link {
 		if !exists(dst) {
-			c.decideFS(f, dst, dst.path(), touchCreate)
+			return c.decideFS(f, dst, dst.path(), touchCreate)
 		}
-		return
+		return 0
 	}
 	if !link && !sameMount(src.dir, dst.dir) {
-		return // EXDEV, which the kernel says first (mv then copies)
+		return 0 // EXDEV, which the kernel says first (mv then copies)
 	}
-	if c.decideFS(f, src, src.path(), touchRemove) == 0 {
-		c.decideFS(f, dst, dst.path(), touchRemove)
+	if e := c.decideFS(f, src, src.path(), touchRemove); e != 0 {
+		return e
 	}
+	return c.decideFS(f, dst, dst.path(), touchRemove)
 }
 
 // sameMount: two folders lie on one mount (a rename between two is
@@ -115,29 +131,29 @@ func sameMount(a, b int) bool {
 // reportOpen names an open for writing (or a truncate) of a file the
 // policy does not let be written or created, following a symlink at the
 // last component as the kernel will.
-func (c *Checker) reportOpen(f *fsCall) {
+func (c *Checker) reportOpen(f *fsCall) unix.Errno {
 	flags := f.flags & validOpenFlags
 	if f.op == seccomp.FSTruncate {
 		flags = unix.O_WRONLY
 	}
 	if flags&unix.O_PATH != 0 || flags&(unix.O_WRONLY|unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC) == 0 {
-		return // openat2 of a read: nothing is written
+		return 0 // openat2 of a read: nothing is written
 	}
 	nd, e := c.resolveParent(f, f.dirfd[0], f.path[0], f.resolve&^resolveCached)
 	if e != 0 {
-		return
+		return 0
 	}
 	defer func() { nd.close() }()
 	if isDots(nd.name) {
-		return // EISDIR, or O_TMPFILE in "." (not named)
+		return 0 // EISDIR, or O_TMPFILE in "." (not named)
 	}
 	if flags&unix.O_NOFOLLOW == 0 && flags&(unix.O_CREAT|unix.O_EXCL) != unix.O_CREAT|unix.O_EXCL {
 		if c.follow(f, nd, f.resolve) != 0 {
-			return
+			return 0
 		}
 		if procFDDir(nd.dirPath) {
 			c.reportProcFD(f, nd)
-			return
+			return 0
 		}
 	}
 	var st unix.Stat_t
@@ -146,17 +162,17 @@ func (c *Checker) reportOpen(f *fsCall) {
 	switch {
 	case flags&unix.O_TMPFILE == unix.O_TMPFILE:
 	case found && flags&(unix.O_CREAT|unix.O_EXCL) == unix.O_CREAT|unix.O_EXCL:
-		return // EEXIST
+		return 0 // EEXIST
 	case !found && flags&unix.O_CREAT == 0:
-		return // ENOENT
+		return 0 // ENOENT
 	case !found:
 		how = touchCreate
 	case st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		return // EISDIR (touch opens a folder so before its utimensat)
+		return 0 // EISDIR (touch opens a folder so before its utimensat)
 	case flags&(unix.O_WRONLY|unix.O_RDWR|unix.O_TRUNC) == 0:
-		return // O_CREAT of a file that exists: a read
+		return 0 // O_CREAT of a file that exists: a read
 	}
-	c.decideFS(f, nd, nd.path(), how)
+	return c.decideFS(f, nd, nd.path(), how)
 }
 
 // reportProcFD names an open for writing of the caller's descriptor
