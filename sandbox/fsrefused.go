@@ -45,7 +45,7 @@ type writesNamed struct {
 func (w *writesNamed) say(p *stage.Proc, log *egress.Log, hide []string, r stage.Refused) {
 	path := escapePath(r.Path)
 	log.FS(path, r.Call, r.Reason, p.Stderr)
-	g := groupOf(r.Path, hide)
+	g := groupOf(r.Path, r.Reason, hide)
 	w.Lock()
 	if w.paths == nil {
 		w.paths, w.groups = map[string]bool{}, map[group]int{}
@@ -107,13 +107,19 @@ func escapePath(p string) string {
 // itself where that folder is one corral never suggests, or the --hide
 // path it lies beneath.
 type group struct {
-	path string
-	hide bool
+	path      string
+	hide      bool
+	protected bool // a protected path, by itself
 }
 
 // groupOf finds path's group on the host (what the runner saw is the
 // same tree, less what it made).
-func groupOf(path string, hide []string) group {
+func groupOf(path, reason string, hide []string) group {
+	if strings.HasPrefix(reason, "a protected path") {
+		// No --writable of a folder allows it: only one naming the
+		// protected path itself (summary.go says so).
+		return group{path: path, protected: true}
+	}
 	for _, h := range hide {
 		if real, err := filepath.EvalSymlinks(h); err == nil {
 			h = real // as the checker names the path

@@ -60,18 +60,21 @@ func summaryLine(w *writesNamed, dests []string, more bool, home string) string 
 	})
 	var parts, allow []string
 	if total > 0 {
-		var under, hidden []string
+		var under, hidden, protected []string
 		for i, c := range gs {
 			if i == summaryGroups {
 				under = append(under, "…")
 				break
 			}
 			s := fmt.Sprintf("%s (%d)", tilde(escapePath(c.g.path), home), c.n)
-			if c.g.hide {
+			switch {
+			case c.g.hide:
 				hidden = append(hidden, s)
-				continue
+			case c.g.protected:
+				protected = append(protected, s)
+			default:
+				under = append(under, s)
 			}
-			under = append(under, s)
 		}
 		s := plural(total, "write") + " refused"
 		if len(under) > 0 {
@@ -80,6 +83,11 @@ func summaryLine(w *writesNamed, dests []string, more bool, home string) string 
 		}
 		if len(hidden) > 0 {
 			s += ", beneath --hide " + strings.Join(hidden, ", ")
+		}
+		if len(protected) > 0 {
+			// A --writable of the folder is there already: only one
+			// that names the protected path re-grants it.
+			s += ", to protected paths " + strings.Join(protected, ", ") + " (a --writable naming one re-grants it)"
 		}
 		parts = append(parts, s)
 	}

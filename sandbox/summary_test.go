@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -17,7 +18,11 @@ func TestSummaryLine(t *testing.T) {
 		w := &writesNamed{groups: map[group]int{}}
 		for _, p := range paths {
 			w.total++
-			w.groups[groupOf(p, []string{hide})]++
+			reason, p, _ := strings.Cut(p, "|") // "a protected path|PATH"
+			if p == "" {
+				reason, p = "", reason
+			}
+			w.groups[groupOf(p, reason, []string{hide})]++
 		}
 		return w
 	}
@@ -36,6 +41,10 @@ func TestSummaryLine(t *testing.T) {
 		{"broad", count(home+"/.claude.json", "/etc/hosts", "/proc/1/uid_map"), nil, false,
 			"sandbox: 3 writes refused, under /etc/hosts (1), /proc/1/uid_map (1), ~/.claude.json (1): --writable allows them"},
 		{"hide", count(hide + "/k"), nil, false, "sandbox: 1 write refused, beneath --hide ~/secret (1)"},
+		// A protected path is named by itself: the folder's --writable
+		// is given already.
+		{"protected", count("a protected path (.envrc)|/p/.envrc", "a protected path (.envrc)|/p/.envrc", "/tmp/x"), nil, false,
+			"sandbox: 3 writes refused, under /tmp (1), to protected paths /p/.envrc (2) (a --writable naming one re-grants it): --writable allows them"},
 		{"both", count("/tmp/x"), []string{"a.example:443", "b.example:443"}, false,
 			"sandbox: 1 write refused, under /tmp (1); network: 2 hosts refused (a.example:443, b.example:443): --writable, --allow-net allow them"},
 		{"hosts", count(), []string{"a:1", "b:1", "c:1", "d:1", "e:1"}, false,
