@@ -413,3 +413,126 @@ func TestOverlayDirectoryRename(t *testing.T) {
 		}
 	})
 }
+
+// git runs git on the host side as root on a folder the mode's user owns.
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	a := append([]string{"-c", "safe.directory=*", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", "-C", dir}, args...)
+	out, err := exec.Command("git", a...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v: %s", args, err, out)
+	}
+	return string(out)
+}
+
+// apply gates SPEC's protected paths from the one list a --writable run is
+// held to (plan.Protect): the folder core.hooksPath names, and the hooks
+// of a repository the run itself made at DIR's top.
+func TestOverlayApplyGatesHooksPath(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		pidnsOnly(t, m)
+		for _, c := range []struct {
+			name, setup, script, hook string
+		}{
+			{"core.hooksPath", "hooksPath", `mkdir .githooks && printf '#!/bin/sh\necho pwned\n' > .githooks/pre-commit && chmod 755 .githooks/pre-commit && echo ok > ok.txt`, ".githooks/pre-commit"},
+			{"a repository the run made", "", `git init -q . && printf '#!/bin/sh\necho pwned\n' > .git/hooks/pre-commit && chmod 755 .git/hooks/pre-commit && echo ok > ok.txt`, ".git/hooks/pre-commit"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				e := newEnv(t, m)
+				w := newOvWorld(e)
+				if c.setup == "hooksPath" {
+					git(t, w.dir, "init", "-q")
+					git(t, w.dir, "config", "core.hooksPath", ".githooks")
+					w.chown(w.dir)
+				}
+				res := w.run(c.script)
+				wantCode(t, res, 0)
+				folder := w.folder(res)
+				show := w.changes("show", folder, "--stat")
+				wantCode(t, show, 0)
+				var hookLine, okLine int
+				for i, l := range strings.Split(show.stdout, "\n") {
+					switch {
+					case strings.HasPrefix(l, "A "+c.hook):
+						hookLine = i
+						if !strings.Contains(l, "protected") {
+							t.Errorf("show: %s not marked protected:\n%s", c.hook, show.stdout)
+						}
+					case strings.HasPrefix(l, "A ok.txt"):
+						okLine = i
+						if strings.Contains(l, "protected") {
+							t.Errorf("show: ok.txt marked protected:\n%s", show.stdout)
+						}
+					}
+				}
+				if hookLine == 0 || okLine == 0 || hookLine > okLine {
+					t.Fatalf("show: want %s listed, before ok.txt:\n%s", c.hook, show.stdout)
+				}
+				ap := w.changes("apply", folder)
+				wantCode(t, ap, 1)
+				if !strings.Contains(ap.stderr, "refused: "+c.hook+": a protected path") {
+					t.Fatalf("apply: want %s refused: %s", c.hook, ap)
+				}
+				if _, err := os.Lstat(filepath.Join(w.dir, c.hook)); err == nil {
+					t.Fatal("a refused apply wrote the hook")
+				}
+				if _, err := os.Lstat(w.dir + "/ok.txt"); err == nil {
+					t.Fatal("a refused apply wrote ok.txt")
+				}
+				wantCode(t, w.changes("apply", folder, "--force"), 0)
+				if c, err := os.ReadFile(filepath.Join(w.dir, c.hook)); err != nil || !bytes.Contains(c, []byte("pwned")) {
+					t.Fatalf("apply --force: the hook is %q %v", c, err)
+				}
+			})
+		}
+	})
+}
+
+// A --changes folder elsewhere is listed beside the default ones, newest
+// first, and no later run reaches it, even one whose --writable covers it.
+func TestOverlayChangesElsewhere(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		pidnsOnly(t, m)
+		e := newEnv(t, m)
+		w := newOvWorld(e)
+		first := w.run(`echo one > a.txt`)
+		wantCode(t, first, 0)
+		def := w.folder(first)
+		elsewhere := filepath.Join(e.dir, "kept", "ch")
+		if err := os.MkdirAll(filepath.Dir(elsewhere), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		w.chown(filepath.Dir(elsewhere))
+		second := w.run(`echo two > a.txt`, "--changes", elsewhere)
+		wantCode(t, second, 0)
+		if got := w.folder(second); got != elsewhere {
+			t.Fatalf("closing line names %s, want %s", got, elsewhere)
+		}
+		list := w.changes("list")
+		wantCode(t, list, 0)
+		lines := strings.Split(strings.TrimSpace(list.stdout), "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], elsewhere+" ") || !strings.HasPrefix(lines[1], def+" ") {
+			t.Fatalf("list: want %s, then %s:\n%s", elsewhere, def, list.stdout)
+		}
+		probe := `cat ` + shq(elsewhere+"/layers/0/upper/a.txt") + ` && echo READ; echo x > ` + shq(elsewhere+"/planted") + ` && echo WROTE; true`
+		for _, opt := range [][]string{{"--writable", e.dir}, {"--writable", filepath.Dir(elsewhere)}, {"--read-only"}} {
+			cmd := e.command(e.args(opt, []string{"/bin/sh", "-c", probe}), w.env(), "HOME="+e.dir)
+			later := e.startCmd(cmd).wait(corralTimeout)
+			wantCode(t, later, 0)
+			if strings.Contains(later.stdout, "READ") || strings.Contains(later.stdout, "WROTE") {
+				t.Fatalf("a later run with %v reached the changes folder %s: %s", opt, elsewhere, later)
+			}
+		}
+		wantCode(t, w.changes("discard", elsewhere), 0)
+		if _, err := os.Lstat(elsewhere); err == nil {
+			t.Fatalf("discard left %s", elsewhere)
+		}
+		list = w.changes("list")
+		if strings.Contains(list.stdout, elsewhere) || !strings.Contains(list.stdout, def) {
+			t.Fatalf("list after discard: want %s alone:\n%s", def, list.stdout)
+		}
+		if ents, _ := os.ReadDir(filepath.Join(w.state, "corral", "elsewhere")); len(ents) != 0 {
+			t.Fatalf("discard left the index's entry: %v", ents)
+		}
+	})
+}
