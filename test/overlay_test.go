@@ -257,10 +257,13 @@ func TestOverlayWithReadOnlyAndNetNone(t *testing.T) {
 		e := newEnv(t, m)
 		w := newOvWorld(e)
 		out := e.file("outside")
-		res := w.run(`echo x > a.txt && { echo y > `+shq(out)+` 2>/dev/null && echo OUTSIDE-WRITTEN; true; }`, "--read-only", "--net", "none")
+		res := w.run(`echo x > a.txt && { echo y > `+shq(out)+` 2>/dev/null && echo OUTSIDE-WRITTEN; true; } && echo "interfaces: $(grep -c : /proc/net/dev)"`, "--read-only", "--net", "none")
 		wantCode(t, res, 0)
 		if strings.Contains(res.stdout, "OUTSIDE-WRITTEN") {
 			t.Fatalf("--read-only elsewhere: the runner wrote outside DIR")
+		}
+		if !strings.Contains(res.stdout, "interfaces: 1\n") {
+			t.Fatalf("--net none beside --overlay: want loopback alone: %s", res)
 		}
 		if m := seeRe.FindStringSubmatch(res.stderr); m == nil || m[2] != "1" {
 			t.Fatalf("want 1 modified: %s", res)
@@ -280,6 +283,11 @@ func TestOverlayLingeringProcessWritesToLayer(t *testing.T) {
 		folder := w.folder(res)
 		if _, err := os.Lstat(w.dir + "/late.txt"); err == nil {
 			t.Fatalf("the leftover wrote into DIR")
+		}
+		// The closing line counts the layer after the teardown: the
+		// leftover's last write included.
+		if m := seeRe.FindStringSubmatch(res.stderr); m == nil || m[3] != "2" {
+			t.Fatalf("want 2 added (up.txt, late.txt): %s", res)
 		}
 		if c, err := os.ReadFile(filepath.Join(folder, "layers/0/upper/late.txt")); err != nil || string(c) != "late\n" {
 			t.Fatalf("the leftover's write is not in the layer: %q %v", c, err)
@@ -332,10 +340,26 @@ func TestOverlayApplySafety(t *testing.T) {
 		if _, err := os.Lstat(w.dir + "/.git/hooks/pre-commit"); err == nil {
 			t.Fatal("a refused apply wrote the hook")
 		}
-		// --force does not take a FIFO either.
-		wantCode(t, w.changes("apply", folder, "--force"), 1)
-		if err := os.Remove(filepath.Join(folder, "layers/0/upper/pipe")); err != nil {
+		// Nor a device node (a root runner with CAP_MKNOD could make one;
+		// planted here), and --force takes neither.
+		dev := filepath.Join(folder, "layers/0/upper/dev")
+		if err := syscall.Mknod(dev, syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
 			t.Fatal(err)
+		}
+		ap = w.changes("apply", folder, "--force")
+		wantCode(t, ap, 1)
+		for _, want := range []string{"refused: pipe: a FIFO", "refused: dev: a device node"} {
+			if !strings.Contains(ap.stderr, want) {
+				t.Errorf("apply --force: want %q: %s", want, ap)
+			}
+		}
+		for _, p := range []string{"pipe", "dev"} {
+			if _, err := os.Lstat(filepath.Join(w.dir, p)); err == nil {
+				t.Fatalf("a refused apply wrote %s", p)
+			}
+			if err := os.Remove(filepath.Join(folder, "layers/0/upper", p)); err != nil {
+				t.Fatal(err)
+			}
 		}
 		// A symlink planted where the run wrote into a folder: apply
 		// replaces it with the run's folder, never writes through it.
@@ -533,6 +557,54 @@ func TestOverlayChangesElsewhere(t *testing.T) {
 		}
 		if ents, _ := os.ReadDir(filepath.Join(w.state, "corral", "elsewhere")); len(ents) != 0 {
 			t.Fatalf("discard left the index's entry: %v", ents)
+		}
+	})
+}
+
+// A real git commit made in the run lands with apply, and the repository
+// is whole after it; a commit made in DIR meanwhile refuses the run's
+// changes beneath .git, naming it.
+func TestOverlayGitCommit(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		pidnsOnly(t, m)
+		e := newEnv(t, m)
+		w := newOvWorld(e)
+		git(t, w.dir, "init", "-q")
+		git(t, w.dir, "add", "-A")
+		git(t, w.dir, "commit", "-qm", "base")
+		w.chown(w.dir)
+		commit := `echo four >> a.txt && git -c user.name=agent -c user.email=a@a commit -qam "the run's" && echo committed`
+		res := w.run(commit)
+		wantCode(t, res, 0)
+		if !strings.Contains(res.stdout, "committed") {
+			t.Fatalf("git commit in the run: %s", res)
+		}
+		if got := git(t, w.dir, "log", "--format=%s"); got != "base\n" {
+			t.Fatalf("DIR's log changed by the run: %q", got)
+		}
+		folder := w.folder(res)
+		wantCode(t, w.changes("apply", folder), 0)
+		if got := git(t, w.dir, "log", "--format=%s"); got != "the run's\nbase\n" {
+			t.Fatalf("after apply the log is %q", got)
+		}
+		git(t, w.dir, "fsck", "--strict")
+		if st := git(t, w.dir, "status", "--porcelain"); st != "" {
+			t.Fatalf("after apply the work tree differs from the run's commit: %q", st)
+		}
+
+		// Both commit: the run in its layer, the user in DIR.
+		res = w.run(`echo five >> a.txt && git -c user.name=agent -c user.email=a@a commit -qam "the run's second"`)
+		wantCode(t, res, 0)
+		folder = w.folder(res)
+		e.writeFile(w.dir+"/b.txt", "the user's\n", 0o644)
+		git(t, w.dir, "commit", "-qam", "the user's")
+		ap := w.changes("apply", folder)
+		wantCode(t, ap, 1)
+		if !strings.Contains(ap.stderr, "refused: .git: changed in") {
+			t.Fatalf("apply: want .git named: %s", ap)
+		}
+		if got := git(t, w.dir, "log", "--format=%s"); got != "the user's\nthe run's\nbase\n" {
+			t.Fatalf("a refused apply changed the log: %q", got)
 		}
 	})
 }
