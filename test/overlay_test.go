@@ -608,3 +608,19 @@ func TestOverlayGitCommit(t *testing.T) {
 		}
 	})
 }
+
+// The layer is mounted volatile: its unmount at the teardown makes no
+// syncfs of the whole file system the changes folder lies on, which held
+// corral's exit until every dirty page there, anyone's, was written.
+func TestOverlayLayerVolatile(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		pidnsOnly(t, m)
+		e := newEnv(t, m)
+		w := newOvWorld(e)
+		res := w.run(`grep " ` + w.dir + ` " /proc/self/mountinfo | tail -1`)
+		wantCode(t, res, 0)
+		if !strings.Contains(res.stdout, " overlay ") || !strings.Contains(res.stdout, "fsync=volatile") {
+			t.Fatalf("want DIR's layer mounted volatile: %s", res)
+		}
+	})
+}
