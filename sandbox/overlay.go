@@ -253,27 +253,29 @@ func (o *overlayRun) finish(w io.Writer) {
 }
 
 // removeTree removes path and everything beneath it, making folders
-// writable first: overlayfs leaves its work folder's own mode 000.
+// searchable and writable first: overlayfs leaves its work folder mode
+// 000, and a volatile layer's work/incompat/volatile beneath it too.
 func removeTree(path string) error {
-	err := os.RemoveAll(path)
-	if err == nil {
+	if err := os.RemoveAll(path); err == nil {
 		return nil
 	}
-	_ = filepath.Walk(path, func(p string, fi os.FileInfo, err error) error {
-		if err == nil && fi.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		} else if err != nil && os.IsPermission(err) {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	_ = filepath.Walk(path, func(p string, fi os.FileInfo, err error) error {
-		if err == nil && fi.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
+	opened(path)
 	return os.RemoveAll(path)
+}
+
+// opened makes the folder p and every folder beneath it its owner's to
+// list, enter and change, never following a symlink (Lstat, and d_type).
+func opened(p string) {
+	if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
+		return
+	}
+	_ = os.Chmod(p, 0o700)
+	ents, _ := os.ReadDir(p)
+	for _, e := range ents {
+		if e.IsDir() {
+			opened(filepath.Join(p, e.Name()))
+		}
+	}
 }
 
 func beneathPath(path, dir string) bool {
