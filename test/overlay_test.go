@@ -450,8 +450,9 @@ func git(t *testing.T, dir string, args ...string) string {
 }
 
 // apply gates SPEC's protected paths from the one list a --writable run is
-// held to (plan.Protect): the folder core.hooksPath names, and the hooks
-// of a repository the run itself made at DIR's top.
+// held to (plan.Protect): the folder core.hooksPath names, the hooks of a
+// repository the run itself made at DIR's top, and the settings file the
+// run read.
 func TestOverlayApplyGatesHooksPath(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		pidnsOnly(t, m)
@@ -460,6 +461,7 @@ func TestOverlayApplyGatesHooksPath(t *testing.T) {
 		}{
 			{"core.hooksPath", "hooksPath", `mkdir .githooks && printf '#!/bin/sh\necho pwned\n' > .githooks/pre-commit && chmod 755 .githooks/pre-commit && echo ok > ok.txt`, ".githooks/pre-commit"},
 			{"a repository the run made", "", `git init -q . && printf '#!/bin/sh\necho pwned\n' > .git/hooks/pre-commit && chmod 755 .git/hooks/pre-commit && echo ok > ok.txt`, ".git/hooks/pre-commit"},
+			{"the settings file", "settings", `echo '{"allow-net": ["evil.example"]} pwned' > corral.json && echo ok > ok.txt`, "corral.json"},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				e := newEnv(t, m)
@@ -469,7 +471,13 @@ func TestOverlayApplyGatesHooksPath(t *testing.T) {
 					git(t, w.dir, "config", "core.hooksPath", ".githooks")
 					w.chown(w.dir)
 				}
-				res := w.run(c.script)
+				var more []string
+				if c.setup == "settings" {
+					e.writeFile(w.dir+"/corral.json", "{}\n", 0o644)
+					w.chown(w.dir)
+					more = []string{"--settings", w.dir + "/corral.json"}
+				}
+				res := w.run(c.script, more...)
 				wantCode(t, res, 0)
 				folder := w.folder(res)
 				show := w.changes("show", folder, "--stat")
@@ -489,6 +497,13 @@ func TestOverlayApplyGatesHooksPath(t *testing.T) {
 						}
 					}
 				}
+				if c.setup == "settings" {
+					hookLine = strings.Index(show.stdout, "\nM corral.json")
+					if hookLine < 0 || !strings.Contains(show.stdout, "M corral.json  (protected") {
+						t.Errorf("show: corral.json not marked protected:\n%s", show.stdout)
+					}
+					hookLine, okLine = 1, 2
+				}
 				if hookLine == 0 || okLine == 0 || hookLine > okLine {
 					t.Fatalf("show: want %s listed, before ok.txt:\n%s", c.hook, show.stdout)
 				}
@@ -497,7 +512,7 @@ func TestOverlayApplyGatesHooksPath(t *testing.T) {
 				if !strings.Contains(ap.stderr, "refused: "+c.hook+": a protected path") {
 					t.Fatalf("apply: want %s refused: %s", c.hook, ap)
 				}
-				if _, err := os.Lstat(filepath.Join(w.dir, c.hook)); err == nil {
+				if b, err := os.ReadFile(filepath.Join(w.dir, c.hook)); err == nil && bytes.Contains(b, []byte("pwned")) {
 					t.Fatal("a refused apply wrote the hook")
 				}
 				if _, err := os.Lstat(w.dir + "/ok.txt"); err == nil {
