@@ -33,22 +33,27 @@ type Change struct {
 // changed (overlayfs copies a directory up to hold a change beneath).
 func readChanges(lower, upper string) ([]Change, error) {
 	var out []Change
-	var walk func(rel string) error
-	walk = func(rel string) error {
+	// lowerDir: lower has rel as a folder. Beneath one it has not (a
+	// folder the run made), nothing is in lower: no lookup there (a tree
+	// the run untarred is most of what a big layer holds).
+	var walk func(rel string, lowerDir bool) error
+	walk = func(rel string, lowerDir bool) error {
 		ents, err := os.ReadDir(filepath.Join(upper, rel))
 		if err != nil {
 			return err
 		}
-		names := map[string]bool{}
 		for _, e := range ents {
-			names[e.Name()] = true
 			r := path.Join(rel, e.Name())
 			up := filepath.Join(upper, r)
 			fi, err := os.Lstat(up)
 			if err != nil {
 				return err
 			}
-			lo, loErr := os.Lstat(filepath.Join(lower, r))
+			var lo os.FileInfo
+			loErr := os.ErrNotExist
+			if lowerDir {
+				lo, loErr = os.Lstat(filepath.Join(lower, r))
+			}
 			inLower := loErr == nil
 			if isWhiteout(fi) {
 				if inLower {
@@ -69,7 +74,7 @@ func readChanges(lower, upper string) ([]Change, error) {
 						return err
 					}
 				}
-				if err := walk(r); err != nil {
+				if err := walk(r, inLower && lo.IsDir()); err != nil {
 					return err
 				}
 				continue
@@ -78,7 +83,7 @@ func readChanges(lower, upper string) ([]Change, error) {
 		}
 		return nil
 	}
-	if err := walk(""); err != nil {
+	if err := walk("", true); err != nil {
 		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
