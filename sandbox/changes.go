@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/corral-sh/corral/sandbox/internal/plan"
+	"github.com/corral-sh/corral/sandbox/internal/sockcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,7 +21,7 @@ import (
 type Change struct {
 	Kind      byte   // 'A' added, 'M' modified, 'D' deleted
 	Path      string // relative to DIR, slash-separated
-	Protected bool   // one of SPEC's protected paths (plan.TopNames, plan.RepoNames)
+	Protected bool   // one of SPEC's protected paths (gate.protects)
 	upper     string // the layer's copy ("" for a deletion)
 	mode      os.FileMode
 }
@@ -32,22 +33,27 @@ type Change struct {
 // changed (overlayfs copies a directory up to hold a change beneath).
 func readChanges(lower, upper string) ([]Change, error) {
 	var out []Change
-	var walk func(rel string) error
-	walk = func(rel string) error {
+	// lowerDir: lower has rel as a folder. Beneath one it has not (a
+	// folder the run made), nothing is in lower: no lookup there (a tree
+	// the run untarred is most of what a big layer holds).
+	var walk func(rel string, lowerDir bool) error
+	walk = func(rel string, lowerDir bool) error {
 		ents, err := os.ReadDir(filepath.Join(upper, rel))
 		if err != nil {
 			return err
 		}
-		names := map[string]bool{}
 		for _, e := range ents {
-			names[e.Name()] = true
 			r := path.Join(rel, e.Name())
 			up := filepath.Join(upper, r)
 			fi, err := os.Lstat(up)
 			if err != nil {
 				return err
 			}
-			lo, loErr := os.Lstat(filepath.Join(lower, r))
+			var lo os.FileInfo
+			loErr := os.ErrNotExist
+			if lowerDir {
+				lo, loErr = os.Lstat(filepath.Join(lower, r))
+			}
 			inLower := loErr == nil
 			if isWhiteout(fi) {
 				if inLower {
@@ -68,7 +74,7 @@ func readChanges(lower, upper string) ([]Change, error) {
 						return err
 					}
 				}
-				if err := walk(r); err != nil {
+				if err := walk(r, inLower && lo.IsDir()); err != nil {
 					return err
 				}
 				continue
@@ -77,20 +83,88 @@ func readChanges(lower, upper string) ([]Change, error) {
 		}
 		return nil
 	}
-	if err := walk(""); err != nil {
+	if err := walk("", true); err != nil {
 		return nil, err
 	}
-	for i := range out {
-		out[i].Protected = protectedRel(out[i].Path)
-	}
-	// Protected paths first, then by path.
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Protected != out[j].Protected {
-			return out[i].Protected
-		}
-		return out[i].Path < out[j].Path
-	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
+}
+
+// gate is the protected-path list of a DIR (SPEC, "Protected paths
+// beneath a writable one"), asked of each change apply would make: the
+// list a --writable DIR run is held to (plan.Protect, from the facts
+// protect.go gathers: the repository DIR lies in, its core.hooksPath,
+// $HOME, the settings files the run read), decided as the checker
+// decides (sockcheck.WritePolicy.Protects), so that the two cannot drift.
+// The facts are DIR's as apply finds it: a hooks folder named since the
+// run began is gated too.
+type gate struct {
+	dir string
+	pol *sockcheck.WritePolicy
+}
+
+func gateFor(dir, upper string, settings []string) gate {
+	var run plan.Plan
+	run.Privileges.Landlock.Writable = []string{dir}
+	f := protectFacts(run, settings)
+	if r, ok := runRepo(dir, upper); ok {
+		f.Repos = append(f.Repos, r)
+	}
+	pr := plan.Protect(f.Writable, f)
+	return gate{dir: dir, pol: &sockcheck.WritePolicy{
+		Writable: f.Writable, Protected: pr.Paths, Patterns: pr.Patterns, Pinned: pr.Pinned, Modules: pr.Modules,
+	}}
+}
+
+// runRepo is the repository the run made at DIR's top (git init, a
+// clone), as apply would write it: DIR has no .git and the layer has
+// one. Its hooks and config are gated like those of a repository DIR
+// had, since apply is what puts them where the user's git runs them.
+func runRepo(dir, upper string) (plan.RepoFacts, bool) {
+	if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+		return plan.RepoFacts{}, false
+	}
+	if fi, err := os.Lstat(filepath.Join(upper, ".git")); err != nil || !fi.IsDir() {
+		return plan.RepoFacts{}, false
+	}
+	r, ok := repoOf(upper)
+	if !ok || r.Top != upper {
+		return plan.RepoFacts{}, false
+	}
+	// The layer's paths as DIR's.
+	moved := func(p string) string {
+		if rest, ok := strings.CutPrefix(p, upper); ok && (rest == "" || rest[0] == '/') {
+			return dir + rest
+		}
+		return p
+	}
+	r.Top, r.GitDir, r.CommonDir, r.HooksPath = dir, moved(r.GitDir), moved(r.CommonDir), moved(r.HooksPath)
+	return r, true
+}
+
+// protects reports whether the change at rel (beneath DIR) touches a
+// protected path: one of them or beneath one, or a pinned .git itself
+// (removed, replaced, its mode changed).
+func (g gate) protects(rel string) bool {
+	p := filepath.Join(g.dir, rel)
+	if _, ok := g.pol.Protects(p); ok {
+		return true
+	}
+	for _, pin := range g.pol.Pinned {
+		if p == pin {
+			return true
+		}
+	}
+	return false
+}
+
+// markProtected marks the changes the gate protects and puts them first,
+// keeping the order of the rest.
+func markProtected(ch []Change, g gate) {
+	for i := range ch {
+		ch[i].Protected = g.protects(ch[i].Path)
+	}
+	sort.SliceStable(ch, func(i, j int) bool { return ch[i].Protected && !ch[j].Protected })
 }
 
 func kindOf(inLower bool) byte {
@@ -129,37 +203,6 @@ func isOpaque(p string) bool {
 		n, err := unix.Lgetxattr(p, name, b[:])
 		if err == nil && n > 0 && b[0] == 'y' {
 			return true
-		}
-	}
-	return false
-}
-
-// protectedRel reports whether rel (beneath DIR) is one of SPEC's
-// protected paths at DIR's top or in DIR's .git.
-func protectedRel(rel string) bool {
-	for _, n := range plan.TopNames {
-		folder := strings.HasSuffix(n, "/")
-		n = strings.TrimSuffix(n, "/")
-		if ok, _ := path.Match(n, rel); ok {
-			return true
-		}
-		if folder && strings.HasPrefix(rel, n+"/") {
-			return true
-		}
-	}
-	if rel == ".git" {
-		return true
-	}
-	if g, ok := strings.CutPrefix(rel, ".git/"); ok {
-		for _, n := range []string{"hooks", "config", "modules/*/hooks", "modules/*/config"} {
-			parts := strings.Count(n, "/") + 1
-			segs := strings.SplitN(g, "/", parts+1)
-			if len(segs) < parts {
-				continue
-			}
-			if ok, _ := path.Match(n, strings.Join(segs[:parts], "/")); ok {
-				return true
-			}
 		}
 	}
 	return false

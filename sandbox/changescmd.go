@@ -26,6 +26,11 @@ func OpenChanges(path string) (*ChangesFolder, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The folder itself, not a link to it (an index entry): discard
+	// removes the folder, and the layer's paths are compared as written.
+	if c, ok := canonical(abs); ok {
+		abs = c
+	}
 	data, err := os.ReadFile(filepath.Join(abs, runFile))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -53,6 +58,7 @@ func (c *ChangesFolder) Changes() ([][]Change, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read the changes of %s: %v", d, err)
 		}
+		markProtected(ch, gateFor(d, up, c.Run.Settings))
 		out[i] = ch
 	}
 	return out, nil
@@ -108,22 +114,30 @@ func ChangesDiscard(path string) error {
 	if err != nil {
 		return err
 	}
-	return removeTree(c.Path)
-}
-
-// ChangesList writes the kept folders under ChangesDir, newest first:
-// the path, the start time, the DIRs and the command.
-func ChangesList(w io.Writer) error {
-	ents, err := os.ReadDir(ChangesDir())
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
+	if err := removeTree(c.Path); err != nil {
 		return err
 	}
-	var kept []*ChangesFolder
+	unindex(c.Path)
+	return nil
+}
+
+// ChangesList writes the kept folders, newest first: those under
+// ChangesDir and those the index names (--changes elsewhere): the path,
+// the start time, the DIRs and the command.
+func ChangesList(w io.Writer) error {
+	ents, err := os.ReadDir(ChangesDir())
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	paths := indexed()
 	for _, e := range ents {
-		if c, err := OpenChanges(filepath.Join(ChangesDir(), e.Name())); err == nil {
+		paths = append(paths, filepath.Join(ChangesDir(), e.Name()))
+	}
+	var kept []*ChangesFolder
+	seen := map[string]bool{}
+	for _, p := range paths {
+		if c, err := OpenChanges(p); err == nil && !seen[c.Path] {
+			seen[c.Path] = true
 			kept = append(kept, c)
 		}
 	}

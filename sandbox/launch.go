@@ -36,7 +36,7 @@ func Launch(o Options) (int, error) {
 	p := stage.NewProc(o.Stderr, run.Verbose, stage.Inherited(), o.Signals)
 	// --overlay: the changes folder and its layers (overlay.go), counted
 	// and named once the run is over, whatever its end.
-	ov, err := prepareOverlay(&run)
+	ov, err := prepareOverlay(&run, o.SettingsFiles)
 	if err != nil {
 		return exitstatus.Setup, err
 	}

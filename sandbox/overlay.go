@@ -32,6 +32,9 @@ type RunRecord struct {
 	Start   time.Time `json:"start"`
 	// StartNs is Start in nanoseconds since the epoch, as ctimes are.
 	StartNs int64 `json:"start_ns"`
+	// Settings are the settings files the run read: apply gates them as
+	// protected paths where they lie beneath a DIR.
+	Settings []string `json:"settings,omitempty"`
 }
 
 const runFile = "run.json"
@@ -60,6 +63,7 @@ func ChangesDir() string { return filepath.Join(StateDir(), "changes") }
 // overlayRun is one run's changes folder, on the host side.
 type overlayRun struct {
 	folder string
+	link   string // its entry in the index (changesindex.go); "": none
 	rec    RunRecord
 }
 
@@ -78,12 +82,17 @@ func hideState(run *plan.Plan, o *overlayRun) {
 	if o != nil && !beneathPath(o.folder, dir) {
 		l.Hide = appendNew(l.Hide, o.folder)
 	}
+	for _, f := range indexed() {
+		if !beneathPath(f, dir) {
+			l.Hide = appendNew(l.Hide, f)
+		}
+	}
 }
 
 // prepareOverlay makes the changes folder and the layers of run's
 // --overlay DIRs and asks the exec stage to mount them; nil without
-// --overlay.
-func prepareOverlay(run *plan.Plan) (*overlayRun, error) {
+// --overlay. settings are the settings files read for the run.
+func prepareOverlay(run *plan.Plan, settings []string) (*overlayRun, error) {
 	if len(run.Overlay) == 0 {
 		return nil, nil
 	}
@@ -111,17 +120,19 @@ func prepareOverlay(run *plan.Plan) (*overlayRun, error) {
 		}
 		dirs = append(dirs, c)
 	}
+	// The run's name: the default folder's, and the index entry's of a
+	// --changes folder. getrandom(2), not crypto/rand: that package links
+	// the FIPS module's initialisers into every launch (TestNoHTTPStack).
+	// A name only needs to be new; os.Mkdir below refuses one that is
+	// not, and the nanoseconds stand in where getrandom is refused.
+	var b [4]byte
+	if _, err := unix.Getrandom(b[:], 0); err != nil {
+		binary.NativeEndian.PutUint32(b[:], uint32(time.Now().UnixNano()))
+	}
+	name := time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
 	folder := run.Changes
 	if folder == "" {
-		// getrandom(2), not crypto/rand: that package links the FIPS
-		// module's initialisers into every launch (TestNoHTTPStack). A
-		// name only needs to be new; os.Mkdir below refuses one that is
-		// not, and the nanoseconds stand in where getrandom is refused.
-		var b [4]byte
-		if _, err := unix.Getrandom(b[:], 0); err != nil {
-			binary.NativeEndian.PutUint32(b[:], uint32(time.Now().UnixNano()))
-		}
-		folder = filepath.Join(ChangesDir(), time.Now().UTC().Format("20060102T150405Z")+"-"+hex.EncodeToString(b[:]))
+		folder = filepath.Join(ChangesDir(), name)
 		if err := os.MkdirAll(ChangesDir(), 0o700); err != nil {
 			return nil, &SetupError{Step: "--overlay: make the changes folder", Err: err, Hint: "set --changes PATH to a folder corral may create"}
 		}
@@ -143,6 +154,11 @@ func prepareOverlay(run *plan.Plan) (*overlayRun, error) {
 	o := &overlayRun{folder: folder}
 	now := time.Now()
 	o.rec = RunRecord{Dirs: dirs, Command: run.Args, Start: now, StartNs: now.UnixNano()}
+	for _, s := range settings {
+		if c, ok := canonical(s); ok {
+			o.rec.Settings = appendNew(o.rec.Settings, c)
+		}
+	}
 	for i, d := range dirs {
 		l := layerDir(folder, i)
 		up, work := filepath.Join(l, "upper"), filepath.Join(l, "work")
@@ -164,6 +180,11 @@ func prepareOverlay(run *plan.Plan) (*overlayRun, error) {
 	data, _ := json.MarshalIndent(o.rec, "", "  ")
 	if err := os.WriteFile(filepath.Join(folder, runFile), append(data, '\n'), 0o600); err != nil {
 		return nil, &SetupError{Step: "--overlay: record the run in " + folder, Err: err}
+	}
+	if o.link, err = indexFolder(folder, name); err != nil {
+		_ = removeTree(folder)
+		return nil, &SetupError{Step: "--changes " + folder + ": list it in " + IndexDir(), Err: err,
+			Hint: "corral hides every changes folder from later runs by that list; set XDG_STATE_HOME to a folder corral may write"}
 	}
 	return o, nil
 }
@@ -219,6 +240,10 @@ func (o *overlayRun) finish(w io.Writer) {
 	if total == 0 {
 		if err := removeTree(o.folder); err != nil {
 			fmt.Fprintf(w, "corral: overlay: the run changed nothing, but its folder %s could not be removed: %v\n", o.folder, err)
+			return
+		}
+		if o.link != "" {
+			_ = os.Remove(o.link)
 		}
 		return
 	}
@@ -228,27 +253,29 @@ func (o *overlayRun) finish(w io.Writer) {
 }
 
 // removeTree removes path and everything beneath it, making folders
-// writable first: overlayfs leaves its work folder's own mode 000.
+// searchable and writable first: overlayfs leaves its work folder mode
+// 000, and a volatile layer's work/incompat/volatile beneath it too.
 func removeTree(path string) error {
-	err := os.RemoveAll(path)
-	if err == nil {
+	if err := os.RemoveAll(path); err == nil {
 		return nil
 	}
-	_ = filepath.Walk(path, func(p string, fi os.FileInfo, err error) error {
-		if err == nil && fi.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		} else if err != nil && os.IsPermission(err) {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
-	_ = filepath.Walk(path, func(p string, fi os.FileInfo, err error) error {
-		if err == nil && fi.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
+	opened(path)
 	return os.RemoveAll(path)
+}
+
+// opened makes the folder p and every folder beneath it its owner's to
+// list, enter and change, never following a symlink (Lstat, and d_type).
+func opened(p string) {
+	if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
+		return
+	}
+	_ = os.Chmod(p, 0o700)
+	ents, _ := os.ReadDir(p)
+	for _, e := range ents {
+		if e.IsDir() {
+			opened(filepath.Join(p, e.Name()))
+		}
+	}
 }
 
 func beneathPath(path, dir string) bool {

@@ -257,10 +257,13 @@ func TestOverlayWithReadOnlyAndNetNone(t *testing.T) {
 		e := newEnv(t, m)
 		w := newOvWorld(e)
 		out := e.file("outside")
-		res := w.run(`echo x > a.txt && { echo y > `+shq(out)+` 2>/dev/null && echo OUTSIDE-WRITTEN; true; }`, "--read-only", "--net", "none")
+		res := w.run(`echo x > a.txt && { echo y > `+shq(out)+` 2>/dev/null && echo OUTSIDE-WRITTEN; true; } && echo "interfaces: $(grep -c : /proc/net/dev)"`, "--read-only", "--net", "none")
 		wantCode(t, res, 0)
 		if strings.Contains(res.stdout, "OUTSIDE-WRITTEN") {
 			t.Fatalf("--read-only elsewhere: the runner wrote outside DIR")
+		}
+		if !strings.Contains(res.stdout, "interfaces: 1\n") {
+			t.Fatalf("--net none beside --overlay: want loopback alone: %s", res)
 		}
 		if m := seeRe.FindStringSubmatch(res.stderr); m == nil || m[2] != "1" {
 			t.Fatalf("want 1 modified: %s", res)
@@ -280,6 +283,11 @@ func TestOverlayLingeringProcessWritesToLayer(t *testing.T) {
 		folder := w.folder(res)
 		if _, err := os.Lstat(w.dir + "/late.txt"); err == nil {
 			t.Fatalf("the leftover wrote into DIR")
+		}
+		// The closing line counts the layer after the teardown: the
+		// leftover's last write included.
+		if m := seeRe.FindStringSubmatch(res.stderr); m == nil || m[3] != "2" {
+			t.Fatalf("want 2 added (up.txt, late.txt): %s", res)
 		}
 		if c, err := os.ReadFile(filepath.Join(folder, "layers/0/upper/late.txt")); err != nil || string(c) != "late\n" {
 			t.Fatalf("the leftover's write is not in the layer: %q %v", c, err)
@@ -332,10 +340,26 @@ func TestOverlayApplySafety(t *testing.T) {
 		if _, err := os.Lstat(w.dir + "/.git/hooks/pre-commit"); err == nil {
 			t.Fatal("a refused apply wrote the hook")
 		}
-		// --force does not take a FIFO either.
-		wantCode(t, w.changes("apply", folder, "--force"), 1)
-		if err := os.Remove(filepath.Join(folder, "layers/0/upper/pipe")); err != nil {
+		// Nor a device node (a root runner with CAP_MKNOD could make one;
+		// planted here), and --force takes neither.
+		dev := filepath.Join(folder, "layers/0/upper/dev")
+		if err := syscall.Mknod(dev, syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
 			t.Fatal(err)
+		}
+		ap = w.changes("apply", folder, "--force")
+		wantCode(t, ap, 1)
+		for _, want := range []string{"refused: pipe: a FIFO", "refused: dev: a device node"} {
+			if !strings.Contains(ap.stderr, want) {
+				t.Errorf("apply --force: want %q: %s", want, ap)
+			}
+		}
+		for _, p := range []string{"pipe", "dev"} {
+			if _, err := os.Lstat(filepath.Join(w.dir, p)); err == nil {
+				t.Fatalf("a refused apply wrote %s", p)
+			}
+			if err := os.Remove(filepath.Join(folder, "layers/0/upper", p)); err != nil {
+				t.Fatal(err)
+			}
 		}
 		// A symlink planted where the run wrote into a folder: apply
 		// replaces it with the run's folder, never writes through it.
@@ -410,6 +434,208 @@ func TestOverlayDirectoryRename(t *testing.T) {
 		}
 		if _, err := os.Lstat(w.dir + "/olddir"); err == nil {
 			t.Fatal("after apply olddir remains")
+		}
+	})
+}
+
+// git runs git on the host side as root on a folder the mode's user owns.
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	a := append([]string{"-c", "safe.directory=*", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main", "-C", dir}, args...)
+	out, err := exec.Command("git", a...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v: %s", args, err, out)
+	}
+	return string(out)
+}
+
+// apply gates SPEC's protected paths from the one list a --writable run is
+// held to (plan.Protect): the folder core.hooksPath names, the hooks of a
+// repository the run itself made at DIR's top, and the settings file the
+// run read.
+func TestOverlayApplyGatesHooksPath(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		pidnsOnly(t, m)
+		for _, c := range []struct {
+			name, setup, script, hook string
+		}{
+			{"core.hooksPath", "hooksPath", `mkdir .githooks && printf '#!/bin/sh\necho pwned\n' > .githooks/pre-commit && chmod 755 .githooks/pre-commit && echo ok > ok.txt`, ".githooks/pre-commit"},
+			{"a repository the run made", "", `git init -q . && printf '#!/bin/sh\necho pwned\n' > .git/hooks/pre-commit && chmod 755 .git/hooks/pre-commit && echo ok > ok.txt`, ".git/hooks/pre-commit"},
+			{"the settings file", "settings", `echo '{"allow-net": ["evil.example"]} pwned' > corral.json && echo ok > ok.txt`, "corral.json"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				e := newEnv(t, m)
+				w := newOvWorld(e)
+				if c.setup == "hooksPath" {
+					git(t, w.dir, "init", "-q")
+					git(t, w.dir, "config", "core.hooksPath", ".githooks")
+					w.chown(w.dir)
+				}
+				var more []string
+				if c.setup == "settings" {
+					e.writeFile(w.dir+"/corral.json", "{}\n", 0o644)
+					w.chown(w.dir)
+					more = []string{"--settings", w.dir + "/corral.json"}
+				}
+				res := w.run(c.script, more...)
+				wantCode(t, res, 0)
+				folder := w.folder(res)
+				show := w.changes("show", folder, "--stat")
+				wantCode(t, show, 0)
+				var hookLine, okLine int
+				for i, l := range strings.Split(show.stdout, "\n") {
+					switch {
+					case strings.HasPrefix(l, "A "+c.hook):
+						hookLine = i
+						if !strings.Contains(l, "protected") {
+							t.Errorf("show: %s not marked protected:\n%s", c.hook, show.stdout)
+						}
+					case strings.HasPrefix(l, "A ok.txt"):
+						okLine = i
+						if strings.Contains(l, "protected") {
+							t.Errorf("show: ok.txt marked protected:\n%s", show.stdout)
+						}
+					}
+				}
+				if c.setup == "settings" {
+					hookLine = strings.Index(show.stdout, "\nM corral.json")
+					if hookLine < 0 || !strings.Contains(show.stdout, "M corral.json  (protected") {
+						t.Errorf("show: corral.json not marked protected:\n%s", show.stdout)
+					}
+					hookLine, okLine = 1, 2
+				}
+				if hookLine == 0 || okLine == 0 || hookLine > okLine {
+					t.Fatalf("show: want %s listed, before ok.txt:\n%s", c.hook, show.stdout)
+				}
+				ap := w.changes("apply", folder)
+				wantCode(t, ap, 1)
+				if !strings.Contains(ap.stderr, "refused: "+c.hook+": a protected path") {
+					t.Fatalf("apply: want %s refused: %s", c.hook, ap)
+				}
+				if b, err := os.ReadFile(filepath.Join(w.dir, c.hook)); err == nil && bytes.Contains(b, []byte("pwned")) {
+					t.Fatal("a refused apply wrote the hook")
+				}
+				if _, err := os.Lstat(w.dir + "/ok.txt"); err == nil {
+					t.Fatal("a refused apply wrote ok.txt")
+				}
+				wantCode(t, w.changes("apply", folder, "--force"), 0)
+				if c, err := os.ReadFile(filepath.Join(w.dir, c.hook)); err != nil || !bytes.Contains(c, []byte("pwned")) {
+					t.Fatalf("apply --force: the hook is %q %v", c, err)
+				}
+			})
+		}
+	})
+}
+
+// A --changes folder elsewhere is listed beside the default ones, newest
+// first, and no later run reaches it, even one whose --writable covers it.
+func TestOverlayChangesElsewhere(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		pidnsOnly(t, m)
+		e := newEnv(t, m)
+		w := newOvWorld(e)
+		first := w.run(`echo one > a.txt`)
+		wantCode(t, first, 0)
+		def := w.folder(first)
+		elsewhere := filepath.Join(e.dir, "kept", "ch")
+		if err := os.MkdirAll(filepath.Dir(elsewhere), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		w.chown(filepath.Dir(elsewhere))
+		second := w.run(`echo two > a.txt`, "--changes", elsewhere)
+		wantCode(t, second, 0)
+		if got := w.folder(second); got != elsewhere {
+			t.Fatalf("closing line names %s, want %s", got, elsewhere)
+		}
+		list := w.changes("list")
+		wantCode(t, list, 0)
+		lines := strings.Split(strings.TrimSpace(list.stdout), "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], elsewhere+" ") || !strings.HasPrefix(lines[1], def+" ") {
+			t.Fatalf("list: want %s, then %s:\n%s", elsewhere, def, list.stdout)
+		}
+		probe := `cat ` + shq(elsewhere+"/layers/0/upper/a.txt") + ` && echo READ; echo x > ` + shq(elsewhere+"/planted") + ` && echo WROTE; true`
+		for _, opt := range [][]string{{"--writable", e.dir}, {"--writable", filepath.Dir(elsewhere)}, {"--read-only"}} {
+			cmd := e.command(e.args(opt, []string{"/bin/sh", "-c", probe}), w.env(), "HOME="+e.dir)
+			later := e.startCmd(cmd).wait(corralTimeout)
+			wantCode(t, later, 0)
+			if strings.Contains(later.stdout, "READ") || strings.Contains(later.stdout, "WROTE") {
+				t.Fatalf("a later run with %v reached the changes folder %s: %s", opt, elsewhere, later)
+			}
+		}
+		wantCode(t, w.changes("discard", elsewhere), 0)
+		if _, err := os.Lstat(elsewhere); err == nil {
+			t.Fatalf("discard left %s", elsewhere)
+		}
+		list = w.changes("list")
+		if strings.Contains(list.stdout, elsewhere) || !strings.Contains(list.stdout, def) {
+			t.Fatalf("list after discard: want %s alone:\n%s", def, list.stdout)
+		}
+		if ents, _ := os.ReadDir(filepath.Join(w.state, "corral", "elsewhere")); len(ents) != 0 {
+			t.Fatalf("discard left the index's entry: %v", ents)
+		}
+	})
+}
+
+// A real git commit made in the run lands with apply, and the repository
+// is whole after it; a commit made in DIR meanwhile refuses the run's
+// changes beneath .git, naming it.
+func TestOverlayGitCommit(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		pidnsOnly(t, m)
+		e := newEnv(t, m)
+		w := newOvWorld(e)
+		git(t, w.dir, "init", "-q")
+		git(t, w.dir, "add", "-A")
+		git(t, w.dir, "commit", "-qm", "base")
+		w.chown(w.dir)
+		commit := `echo four >> a.txt && git -c user.name=agent -c user.email=a@a commit -qam "the run's" && echo committed`
+		res := w.run(commit)
+		wantCode(t, res, 0)
+		if !strings.Contains(res.stdout, "committed") {
+			t.Fatalf("git commit in the run: %s", res)
+		}
+		if got := git(t, w.dir, "log", "--format=%s"); got != "base\n" {
+			t.Fatalf("DIR's log changed by the run: %q", got)
+		}
+		folder := w.folder(res)
+		wantCode(t, w.changes("apply", folder), 0)
+		if got := git(t, w.dir, "log", "--format=%s"); got != "the run's\nbase\n" {
+			t.Fatalf("after apply the log is %q", got)
+		}
+		git(t, w.dir, "fsck", "--strict")
+		if st := git(t, w.dir, "status", "--porcelain"); st != "" {
+			t.Fatalf("after apply the work tree differs from the run's commit: %q", st)
+		}
+
+		// Both commit: the run in its layer, the user in DIR.
+		res = w.run(`echo five >> a.txt && git -c user.name=agent -c user.email=a@a commit -qam "the run's second"`)
+		wantCode(t, res, 0)
+		folder = w.folder(res)
+		e.writeFile(w.dir+"/b.txt", "the user's\n", 0o644)
+		git(t, w.dir, "commit", "-qam", "the user's")
+		ap := w.changes("apply", folder)
+		wantCode(t, ap, 1)
+		if !strings.Contains(ap.stderr, "refused: .git: changed in") {
+			t.Fatalf("apply: want .git named: %s", ap)
+		}
+		if got := git(t, w.dir, "log", "--format=%s"); got != "the user's\nthe run's\nbase\n" {
+			t.Fatalf("a refused apply changed the log: %q", got)
+		}
+	})
+}
+
+// The layer is mounted volatile: its unmount at the teardown makes no
+// syncfs of the whole file system the changes folder lies on, which held
+// corral's exit until every dirty page there, anyone's, was written.
+func TestOverlayLayerVolatile(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		pidnsOnly(t, m)
+		e := newEnv(t, m)
+		w := newOvWorld(e)
+		res := w.run(`grep " ` + w.dir + ` " /proc/self/mountinfo | tail -1`)
+		wantCode(t, res, 0)
+		if !strings.Contains(res.stdout, " overlay ") || !strings.Contains(res.stdout, "fsync=volatile") {
+			t.Fatalf("want DIR's layer mounted volatile: %s", res)
 		}
 	})
 }

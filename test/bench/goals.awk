@@ -1,6 +1,7 @@
 # goals.awk reads the `go test -bench` output of the egress proxy's and
 # the socket checker's benchmarks, and of the filesystem rules' tar -x
-# (make bench), and prints issue 27's and issue 33's goals
+# (make bench), and of the copy-on-write workspace's untar and grep -r,
+# and prints issue 27's, issue 33's and issue 36's goals
 # for them beside this run's figures, as ratios to the direct connection
 # measured in the same run: bulk throughput (a bare io.Copy relay is the
 # floor any relay meets on loopback), the time added to a connection's
@@ -55,10 +56,20 @@ function metric(unit,    i) {
 		}
 }
 
+# Issue 36: tar -x then grep -r in DIR, through --overlay and directly on
+# DIR, and changes apply, per mode (test/overlay_bench_test.go).
+/^BenchmarkOverlay\// {
+	mode = leaf($1)
+	for (i = 2; i < NF; i++)
+		if ($(i + 1) ~ /-ms$/ || $(i + 1) == "files")
+			ov[mode, $(i + 1)] = $i
+	ovmodes[mode] = 1
+}
+
 function verdict(ok) { return ok ? "met" : "**missed**" }
 
 END {
-	print "### Targets (issue 27: the proxy and the socket checker; issue 33: the filesystem rules; issue 34: plain-http downloads)"
+	print "### Targets (issue 27: the proxy and the socket checker; issue 33: the filesystem rules; issue 34: egress; issue 36: the copy-on-write workspace)"
 	print ""
 	print "| target | measured | |"
 	print "|---|---|---|"
@@ -124,5 +135,15 @@ END {
 	if (relaydl["relay"] != "" && relaydl["relay-floor"] != "") {
 		r = relaydl["relay"] / relaydl["relay-floor"]
 		printf "| issue 34: 200 MB through the namespace modes' relay ≥ the bare splice relay | %.0f MB/s vs %.0f MB/s the bare relay: %.2f× (direct %.0f MB/s) | %s |\n", relaydl["relay"], relaydl["relay-floor"], r, relaydl["direct"], verdict(r >= 1)
+	}
+	for (mode in ovmodes) {
+		o = ov[mode, "overlay-median-ms"]
+		d = ov[mode, "direct-median-ms"]
+		if (o == "" || d == "")
+			continue
+		n = ov[mode, "files"]
+		line = sprintf("%.0f ms through the overlay, %.0f ms on DIR: %.2f× (untar %.0f / %.0f ms, grep -r %.0f / %.0f ms)", o, d, o / d, ov[mode, "overlay-untar-median-ms"], ov[mode, "direct-untar-median-ms"], ov[mode, "overlay-grep-median-ms"], ov[mode, "direct-grep-median-ms"])
+		printf "| tar -x of %d files into DIR, then grep -r of DIR, %s (issue 36): --overlay ≤ 1.10× directly on DIR | %s | %s |\n", n, mode, line, verdict(o / d <= 1.10)
+		printf "| corral changes apply of %d changed files, %s (issue 36): its time | %.0f ms | reported |\n", n / 2, mode, ov[mode, "apply-median-ms"]
 	}
 }

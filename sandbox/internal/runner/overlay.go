@@ -32,7 +32,20 @@ func mountOverlays(ovs []plan.OverlayMount) error {
 		} else {
 			opts += ",redirect_dir=off,metacopy=off"
 		}
-		if err := unix.Mount("overlay", o.Dir, "overlay", 0, opts); err != nil {
+		// volatile: no syncfs of the upper layer's whole file system when
+		// the layer is unmounted (the runner's mount namespace ending at
+		// the teardown), which made corral's exit wait for every dirty
+		// page of that file system, the host's other work included. The
+		// layer is as durable as the same writes made to DIR directly:
+		// written back as any file is. The work folder's mark that it
+		// asks a later mount to refuse does not matter: the layer is
+		// never mounted again, apply reads it as plain files. Linux 5.10;
+		// a kernel without it mounts without.
+		err := unix.Mount("overlay", o.Dir, "overlay", 0, opts+",volatile")
+		if errors.Is(err, unix.EINVAL) {
+			err = unix.Mount("overlay", o.Dir, "overlay", 0, opts)
+		}
+		if err != nil {
 			return overlayError(o.Dir, err)
 		}
 	}
