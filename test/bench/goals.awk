@@ -29,6 +29,15 @@ function metric(unit,    i) {
 # Issue 34: a plain-http download through the proxy as an absolute-URI
 # request, against the bare relay in the same run.
 /^BenchmarkAbsoluteURI\// { abs[leaf($1)] = metric("MB/s") }
+# Issue 34: subreaper mode's direct connection (a 200 MB download on a
+# socket the checker connected), one DNS lookup over UDP, a sendmsg.
+/^BenchmarkDirectDownload/ {
+	ddirect = metric("MB/s-direct")
+	dchecked = metric("MB/s-checked")
+	dfirst = metric("ns/first-byte-added")
+}
+/^BenchmarkUDPDNSLookup/ { udpdns = metric("ns/added") }
+/^BenchmarkSendmsgUnderUDP/ { sendmsg = metric("ns/added") }
 # Issue 34: a 200 MB download through the namespace modes' relay.
 /^BenchmarkRelayDownload\// { relaydl[leaf($1)] = metric("MB/s") }
 /^BenchmarkCheckedConnect/ {
@@ -132,6 +141,14 @@ END {
 				continue
 			printf "| %s download (issue 34): at least the bare relay | %.0f MB/s vs the relay's %.0f: %.2f× (direct %.0f) | %s |\n", name, abs[name], abs["relay-floor"], abs[name] / abs["relay-floor"], abs["direct"], (name ~ /buffered/) ? "reported" : verdict(abs[name] >= abs["relay-floor"])
 		}
+	if (ddirect != "") {
+		printf "| issue 34: subreaper mode, 200 MB on a socket the checker connected ≥ 0.95× direct | %.0f MB/s vs %.0f MB/s: %.2f× | %s |\n", dchecked, ddirect, dchecked / ddirect, verdict(dchecked / ddirect >= 0.95)
+		printf "| issue 34: subreaper mode, time added to the first byte ≤ 0.1 ms | %+.3f ms | %s |\n", dfirst / 1e6, verdict(dfirst <= 100000)
+	}
+	if (udpdns != "")
+		printf "| issue 34: one DNS lookup over UDP, subreaper mode, ≤ 0.2 ms added | %+.3f ms | %s |\n", udpdns / 1e6, verdict(udpdns <= 200000)
+	if (sendmsg != "")
+		printf "| issue 34: one sendmsg under subreaper mode's UDP checks, its cost | %+.1f µs | reported |\n", sendmsg / 1e3
 	if (relaydl["relay"] != "" && relaydl["relay-floor"] != "") {
 		r = relaydl["relay"] / relaydl["relay-floor"]
 		printf "| issue 34: 200 MB through the namespace modes' relay ≥ the bare splice relay | %.0f MB/s vs %.0f MB/s the bare relay: %.2f× (direct %.0f MB/s) | %s |\n", relaydl["relay"], relaydl["relay-floor"], r, relaydl["direct"], verdict(r >= 1)
