@@ -35,6 +35,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-sh/corral/internal/inet"
 	"github.com/corral-sh/corral/internal/setuperr"
 	"github.com/corral-sh/corral/sandbox/internal/plan"
 	"github.com/corral-sh/corral/sandbox/internal/stage"
@@ -134,7 +135,7 @@ func (r *relay) egressListeners(msg *stage.NetListeners, n plan.Network) *setupe
 		return &setuperr.SetupError{Step: "listen for the relay on 127.0.0.1 in the new network namespace", Err: err}
 	}
 	msg.FDs = append(msg.FDs, v4)
-	at4, err := boundAddr(v4)
+	at4, err := inet.Sockname(v4)
 	if err != nil {
 		return &setuperr.SetupError{Step: "the relay's address in the new network namespace", Err: err}
 	}
@@ -145,7 +146,7 @@ func (r *relay) egressListeners(msg *stage.NetListeners, n plan.Network) *setupe
 		if err != nil {
 			continue // no IPv6 here: IPv6 sockets reach the relay v4-mapped
 		}
-		if at6, err = boundAddr(v6); err != nil {
+		if at6, err = inet.Sockname(v6); err != nil {
 			unix.Close(v6)
 			continue
 		}
@@ -205,20 +206,6 @@ func inetSocket(ap netip.AddrPort, typ int) (int, error) {
 		return -1, err
 	}
 	return fd, nil
-}
-
-func boundAddr(fd int) (netip.AddrPort, error) {
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	switch s := sa.(type) {
-	case *unix.SockaddrInet4:
-		return netip.AddrPortFrom(netip.AddrFrom4(s.Addr), uint16(s.Port)), nil
-	case *unix.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(s.Addr), uint16(s.Port)), nil
-	}
-	return netip.AddrPort{}, unix.EAFNOSUPPORT
 }
 
 // followReplies reads the link after ready when nothing else does (no

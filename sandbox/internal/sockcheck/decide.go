@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-sh/corral/internal/inet"
 	"github.com/corral-sh/corral/internal/seccomp"
 )
 
@@ -262,20 +263,29 @@ func (c *Checker) perform(cl *call, addr []byte) (int64, unix.Errno) {
 			sent = r
 			return e
 		})
-		if e == unix.EPIPE && cl.flags&unix.MSG_NOSIGNAL == 0 {
-			if tgid, err := threadGroupOf(cl.tid); err == nil {
-				unix.Tgkill(tgid, cl.tid, unix.SIGPIPE)
-			}
-		}
-		if e != 0 {
-			return 0, e
-		}
-		if cl.lost {
-			return cl.lostVal, 0
-		}
-		return int64(sent), 0
+		return sendResult(cl, sent, e)
 	}
 	return 0, unix.ENOSYS
+}
+
+// sendResult is the answer to a send the checker made for the caller
+// (sendto, sendmsg): SIGPIPE raised in the caller where the kernel would
+// have raised it (the checker's own send carries MSG_NOSIGNAL), and the
+// result a blocking call that completed while its caller was interrupted
+// left for the restarted one (lostCall).
+func sendResult(cl *call, sent uintptr, e unix.Errno) (int64, unix.Errno) {
+	if e == unix.EPIPE && cl.flags&unix.MSG_NOSIGNAL == 0 {
+		if tgid, err := threadGroupOf(cl.tid); err == nil {
+			unix.Tgkill(tgid, cl.tid, unix.SIGPIPE)
+		}
+	}
+	if e != 0 {
+		return 0, e
+	}
+	if cl.lost {
+		return cl.lostVal, 0
+	}
+	return int64(sent), 0
 }
 
 // slice bounds how long a worker waits in one blocking connect or send
@@ -582,15 +592,7 @@ func (c *Checker) bindInet(cl *call, domain int, ap netip.AddrPort, flow, scope 
 	// bound is none of that (a TCP service of the host on the same
 	// number stays out of reach).
 	if typ, _ := unix.GetsockoptInt(cl.fd, unix.SOL_SOCKET, unix.SO_TYPE); e == 0 && typ == unix.SOCK_STREAM {
-		sa, err := unix.Getsockname(cl.fd)
-		if err == nil {
-			var got netip.AddrPort
-			switch s := sa.(type) {
-			case *unix.SockaddrInet4:
-				got = netip.AddrPortFrom(netip.AddrFrom4(s.Addr), uint16(s.Port))
-			case *unix.SockaddrInet6:
-				got = netip.AddrPortFrom(netip.AddrFrom16(s.Addr), uint16(s.Port))
-			}
+		if got, err := inet.Sockname(cl.fd); err == nil {
 			c.mu.Lock()
 			c.boundTCP[unmapped(got)] = struct{}{}
 			c.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-sh/corral/internal/inet"
 	"github.com/corral-sh/corral/internal/seccomp"
 )
 
@@ -81,12 +82,12 @@ func (c *Checker) relay(cl *call, domain int, dest netip.AddrPort) (val int64, e
 	// The source the relay will see: the socket's own when it is bound
 	// (a client that chose its port), else a port the kernel picks now on
 	// a loopback address (loopbackSource).
-	from, err := sockName(cl.fd)
+	from, err := inet.Sockname(cl.fd)
 	if err == nil && from.Port() == 0 {
 		if e := bindSource(cl.fd, domain, src); e != 0 {
 			return 0, e, true
 		}
-		from, err = sockName(cl.fd)
+		from, err = inet.Sockname(cl.fd)
 	}
 	if err != nil {
 		return 0, unix.EACCES, true
@@ -151,19 +152,4 @@ func bindSource(fd, domain int, a netip.Addr) unix.Errno {
 		}
 	}
 	return 0
-}
-
-// sockName is fd's local address.
-func sockName(fd int) (netip.AddrPort, error) {
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	switch s := sa.(type) {
-	case *unix.SockaddrInet4:
-		return netip.AddrPortFrom(netip.AddrFrom4(s.Addr), uint16(s.Port)), nil
-	case *unix.SockaddrInet6:
-		return netip.AddrPortFrom(netip.AddrFrom16(s.Addr), uint16(s.Port)), nil
-	}
-	return netip.AddrPort{}, unix.EAFNOSUPPORT
 }

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/corral-sh/corral/internal/inet"
 	"github.com/corral-sh/corral/internal/seccomp"
 )
 
@@ -377,18 +378,7 @@ func (c *Checker) performMsg(cl *call, addr []byte) (int64, unix.Errno) {
 		sent = r
 		return e
 	})
-	if e == unix.EPIPE && cl.flags&unix.MSG_NOSIGNAL == 0 {
-		if tgid, err := threadGroupOf(cl.tid); err == nil {
-			unix.Tgkill(tgid, cl.tid, unix.SIGPIPE)
-		}
-	}
-	if e != 0 {
-		return 0, e
-	}
-	if cl.lost {
-		return cl.lostVal, 0
-	}
-	return int64(sent), 0
+	return sendResult(cl, sent, e)
 }
 
 // udp decides a UDP socket's bind, connect or addressed send (inet has
@@ -417,18 +407,8 @@ func (c *Checker) udp(cl *call, domain int, ap netip.AddrPort, flow, scope uint3
 
 // connectedTo reports whether the socket fd is connected to peer.
 func connectedTo(fd int, peer netip.AddrPort) bool {
-	sa, err := unix.Getpeername(fd)
-	if err != nil {
-		return false
-	}
-	var got netip.AddrPort
-	switch s := sa.(type) {
-	case *unix.SockaddrInet4:
-		got = netip.AddrPortFrom(netip.AddrFrom4(s.Addr), uint16(s.Port))
-	case *unix.SockaddrInet6:
-		got = netip.AddrPortFrom(netip.AddrFrom16(s.Addr), uint16(s.Port))
-	}
-	return unmapped(got) == unmapped(peer)
+	got, err := inet.Peername(fd)
+	return err == nil && unmapped(got) == unmapped(peer)
 }
 
 // commOf is the name of the program thread tid runs (its thread group
