@@ -15,6 +15,26 @@ import (
 	"path/filepath"
 )
 
+// StateDir is corral's state folder: $XDG_STATE_HOME/corral, or
+// ~/.local/state/corral when it is unset.
+func StateDir() string {
+	if x := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "corral")
+	}
+	home := os.Getenv("HOME")
+	if home == "" {
+		home = "/"
+	}
+	return filepath.Join(home, ".local", "state", "corral")
+}
+
+// ChangesDir is where the changes folders go by default.
+func ChangesDir() string { return filepath.Join(StateDir(), "changes") }
+
+// runFile names a changes folder's record of its run (RunRecord): what
+// apply trusts, and how the index tells a changes folder from any other.
+const runFile = "run.json"
+
 // IndexDir holds a symlink to each changes folder kept outside
 // ChangesDir.
 func IndexDir() string { return filepath.Join(StateDir(), "elsewhere") }

@@ -26,8 +26,8 @@ const maxWritesNamed = 20
 // capped (DESIGN.md, "Memory a runner can make corral hold").
 const maxGroups = 256
 
-// writesNamed are the refusals said and counted so far; one per run (the
-// network session's, which every refusal reaches).
+// writesNamed are the refusals said and counted so far; one per run (held
+// by the session every refusal reaches).
 type writesNamed struct {
 	sync.Mutex
 	paths map[string]bool
@@ -81,7 +81,7 @@ func (w *writesNamed) mountTried(p *stage.Proc, r stage.Refused) {
 	w.mount = true
 	w.Unlock()
 	if first {
-		p.Warnf("sandbox: %s tried to mount (a sandbox of its own, e.g. bubblewrap); mounts are refused under a filesystem rule; a network-only policy lets it run",
+		p.Warnf("sandbox: %s tried to mount (a sandbox of its own, e.g. bubblewrap); mounts are refused under a filesystem rule; --net none or --allow-net alone lets it run",
 			escapePath(r.Path))
 	}
 }

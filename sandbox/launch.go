@@ -46,7 +46,7 @@ func Launch(o Options) (int, error) {
 		return exitstatus.Setup, err
 	}
 	run = withProtection(run, o.SettingsFiles) // protect.go
-	ov.writable(&run)
+	ov.grantWritable(&run)
 	n, err := openNetwork(p, &run, rules, deny)
 	if err != nil {
 		return exitstatus.Setup, err
@@ -63,7 +63,7 @@ func Launch(o Options) (int, error) {
 	pidns := func() (int, error) {
 		watch := watchAbsent(p, absent)
 		status, err := runPidns(p, n)
-		watch.close()
+		watch.stop()
 		var unavailable *explain.UnavailableError
 		if !errors.As(err, &unavailable) {
 			quarantine(p, absent)

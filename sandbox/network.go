@@ -52,7 +52,7 @@ type network struct {
 
 	writes writesNamed // the refused writes said (fsrefused.go)
 	// followed is closed once the init's reports are all read (pidns
-	// mode, followInit): the summary waits for it. nil: nothing to wait.
+	// mode): the summary waits for it. nil: nothing to wait.
 	followed chan struct{}
 
 	mu     sync.Mutex
@@ -263,11 +263,11 @@ func (n *network) attach(link *stage.Link, run *plan.Plan) bool {
 	return true
 }
 
-// refused names a socket call the engine's checker refused: a direct
+// onRefused names a socket call the engine's checker refused: a direct
 // attempt past the proxy once per destination on stderr and in the
 // connection log (egress.Proxy.Direct), anything else (a Unix socket, a
 // loopback port) once per name on stderr.
-func (n *network) refused(r stage.Refused) {
+func (n *network) onRefused(r stage.Refused) {
 	switch r.Kind {
 	case "fs":
 		n.writes.say(n.p, n.log, n.run.Privileges.Landlock.Hide, r) // fsrefused.go

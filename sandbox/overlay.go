@@ -37,28 +37,10 @@ type RunRecord struct {
 	Settings []string `json:"settings,omitempty"`
 }
 
-const runFile = "run.json"
-
 // layerDir is where DIR number i of a run keeps its layer.
 func layerDir(folder string, i int) string {
 	return filepath.Join(folder, "layers", fmt.Sprint(i))
 }
-
-// StateDir is corral's state folder: $XDG_STATE_HOME/corral, or
-// ~/.local/state/corral when it is unset.
-func StateDir() string {
-	if x := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
-		return filepath.Join(x, "corral")
-	}
-	home := os.Getenv("HOME")
-	if home == "" {
-		home = "/"
-	}
-	return filepath.Join(home, ".local", "state", "corral")
-}
-
-// ChangesDir is where the changes folders go by default.
-func ChangesDir() string { return filepath.Join(StateDir(), "changes") }
 
 // overlayRun is one run's changes folder, on the host side.
 type overlayRun struct {
@@ -189,10 +171,10 @@ func prepareOverlay(run *plan.Plan, settings []string) (*overlayRun, error) {
 	return o, nil
 }
 
-// writable makes each DIR one of the run's writable paths (after the
+// grantWritable makes each DIR one of the run's writable paths (after the
 // protected paths were computed: an overlay's changes are gated by
 // changes apply, not by mounts).
-func (o *overlayRun) writable(run *plan.Plan) {
+func (o *overlayRun) grantWritable(run *plan.Plan) {
 	if o == nil {
 		return
 	}

@@ -76,7 +76,7 @@ func runPidns(p *stage.Proc, n *network) (int, error) {
 	// The init registered every signal before it said ready; what came
 	// here meanwhile waited in the channel and is passed on now.
 	sigs.Wait()
-	return relay(pid, sigs, term, broken)
+	return relaySignals(pid, sigs, term, broken)
 }
 
 // spawnInit clones the init from this thread (runPidns locked it) with
@@ -165,7 +165,7 @@ func initFailed(run *plan.Plan, caller stage.Caller, pid int, err error) error {
 // (publish.go); the answers to the
 // host side's requests go to whoever asked (stage.Link.Call). A message
 // the protocol does not have there comes out of the returned channel: the
-// run ends with status 125 (relay).
+// run ends with status 125 (relaySignals).
 func followInit(link *stage.Link, init int, term *terminal, n *network) <-chan error {
 	broken := make(chan error, 1)
 	followed := make(chan struct{})
@@ -182,7 +182,7 @@ func followInit(link *stage.Link, init int, term *terminal, n *network) <-chan e
 				return
 			}
 			if r, ok := msg.(*stage.Refused); ok {
-				n.refused(*r)
+				n.onRefused(*r)
 				continue
 			}
 			if r, ok := msg.(*stage.RelayRoute); ok {
@@ -234,7 +234,7 @@ func waitInit(pid int) int {
 	}
 }
 
-// relay passes every signal on to the init until the init exits, and
+// relaySignals passes every signal on to the init until the init exits, and
 // returns its status. It waits with wait4(-1) on SIGCHLD rather than for
 // the init alone: as PID 1 (corral --mode pidns as a container's
 // entrypoint) the kernel hands this process every orphan of its
@@ -242,7 +242,7 @@ func waitInit(pid int) int {
 // reaped, not left as zombies. No goroutine blocks in a syscall here.
 // term is terminal mode's, or nil; broken says the init's link carried a
 // message out of the protocol, which ends the run with status 125.
-func relay(init int, sigs *reaper.Signals, term *terminal, broken <-chan error) (int, error) {
+func relaySignals(init int, sigs *reaper.Signals, term *terminal, broken <-chan error) (int, error) {
 	for {
 		if status, done := reapUntilInit(init); done {
 			return status, nil

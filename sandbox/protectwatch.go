@@ -230,8 +230,8 @@ func (w *absentWatch) loop(p *stage.Proc, a *absentProtected) {
 	}
 }
 
-// close stops the watch and waits for its loop.
-func (w *absentWatch) close() {
+// stop ends the watch and waits for its loop.
+func (w *absentWatch) stop() {
 	if w == nil {
 		return
 	}

@@ -20,7 +20,7 @@ func runSubreaper(p *stage.Proc, n *network, why string) (int, error) {
 	if err != nil {
 		return exitstatus.Setup, err
 	}
-	engine := supervise.New(p, &run, 0, runner.Prepare, n.refused) // its cgroup is made in Prepare
+	engine := supervise.New(p, &run, 0, runner.Prepare, n.onRefused) // its cgroup is made in Prepare
 	if n.proxy != nil {
 		// The checker runs in this process: a connect to an address an
 		// entry admits is made on the runner's socket (egress.DirectConnect),

@@ -161,7 +161,7 @@ func TestNestedSandboxNamed(t *testing.T) {
 			caps = []string{"--cap-add", "SETFCAP"}
 		}
 		inner := []string{bwrap, "--unshare-user", "--ro-bind", "/", "/", "--dev", "/dev", "/bin/echo", "inner-ran"}
-		const named = "tried to mount (a sandbox of its own, e.g. bubblewrap); mounts are refused under a filesystem rule; a network-only policy lets it run"
+		const named = "tried to mount (a sandbox of its own, e.g. bubblewrap); mounts are refused under a filesystem rule; --net none or --allow-net alone lets it run"
 
 		res := e.run(e.args(append([]string{"--writable", w}, caps...), inner))
 		if res.code == 0 || strings.Contains(res.stdout, "inner-ran") {
