@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // UnescapeMountField undoes the kernel's mangling of a path or name in
@@ -160,4 +162,32 @@ func ReadMountTable(path string) ([]MountEntry, error) {
 		return nil, err
 	}
 	return ParseMountTable(string(data))
+}
+
+// Flags are the MS_* flags of e's per-mount options (ro, nosuid, nodev,
+// noexec and the atime ones): what a bind remount of it must repeat, the
+// kernel refusing to clear a flag it locked.
+func (e MountEntry) Flags() uintptr {
+	var f uintptr
+	for _, o := range e.Options {
+		switch o {
+		case "ro":
+			f |= unix.MS_RDONLY
+		case "nosuid":
+			f |= unix.MS_NOSUID
+		case "nodev":
+			f |= unix.MS_NODEV
+		case "noexec":
+			f |= unix.MS_NOEXEC
+		case "noatime":
+			f |= unix.MS_NOATIME
+		case "nodiratime":
+			f |= unix.MS_NODIRATIME
+		case "relatime":
+			f |= unix.MS_RELATIME
+		case "strictatime":
+			f |= unix.MS_STRICTATIME
+		}
+	}
+	return f
 }

@@ -139,3 +139,16 @@ func TestNamespaceFileMount(t *testing.T) {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
 }
+
+// Flags carries every per-mount option a bind remount must repeat, and
+// nothing of the superblock's.
+func TestMountEntryFlags(t *testing.T) {
+	e := MountEntry{Options: []string{"ro", "nosuid", "nodev", "noexec", "relatime"}, SuperOptions: []string{"rw", "hidepid=2"}}
+	want := uintptr(unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC | unix.MS_RELATIME)
+	if got := e.Flags(); got != want {
+		t.Errorf("Flags %#x, want %#x", got, want)
+	}
+	if got := (MountEntry{Options: []string{"rw", "noatime", "nodiratime", "strictatime"}}).Flags(); got != unix.MS_NOATIME|unix.MS_NODIRATIME|unix.MS_STRICTATIME {
+		t.Errorf("Flags %#x", got)
+	}
+}

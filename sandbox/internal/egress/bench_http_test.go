@@ -2,13 +2,10 @@ package egress
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -21,14 +18,7 @@ import (
 // the relay's figure). Compare the MB/s; run interleaved with -count.
 func BenchmarkAbsoluteURI(b *testing.B) {
 	const size = 8 << 20
-	f, err := os.Create(filepath.Join(b.TempDir(), "payload"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.Write(bytes.Repeat([]byte("0123456789abcdef"), size/16)); err != nil {
-		b.Fatal(err)
-	}
+	f := payload(b, size)
 	origin := startServer(b, "tcp", "127.0.0.1:0", func(c net.Conn) {
 		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
 			return

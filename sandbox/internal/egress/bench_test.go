@@ -30,6 +30,20 @@ func sink(c net.Conn) {
 	c.Write([]byte{1})
 }
 
+// payload is a file of size bytes a server sends from (sendfile(2)),
+// closed when the benchmark ends.
+func payload(b *testing.B, size int) *os.File {
+	f, err := os.Create(filepath.Join(b.TempDir(), "payload"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	if _, err := f.Write(bytes.Repeat([]byte("0123456789abcdef"), size/16)); err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
 // source answers an 8-byte count with that many bytes of a file, sent with
 // sendfile(2) (io.CopyN of an *os.File to a TCP connection), as a static
 // file server would.
@@ -83,15 +97,8 @@ func relayTo(target string) func(net.Conn) {
 // bare relay (relayTo), the floor of any proxy. Compare the MB/s.
 func BenchmarkThroughput(b *testing.B) {
 	up := startServer(b, "tcp", "127.0.0.1:0", sink)
-	f, err := os.Create(filepath.Join(b.TempDir(), "payload"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
 	const fileSize = 4 << 20
-	if _, err := f.Write(bytes.Repeat([]byte("0123456789abcdef"), fileSize/16)); err != nil {
-		b.Fatal(err)
-	}
+	f := payload(b, fileSize)
 	down := startServer(b, "tcp", "127.0.0.1:0", source(f, fileSize))
 	tp := startProxy(b, Config{}, "127.0.0.1:*")
 	forward := func(target string) string {

@@ -1,13 +1,10 @@
 package egress
 
 import (
-	"bytes"
 	"encoding/binary"
 	"io"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -22,15 +19,8 @@ import (
 // both ways, the end line). Interleave with -count and compare the MB/s.
 func BenchmarkRelayDownload(b *testing.B) {
 	const size = 200 << 20
-	f, err := os.Create(filepath.Join(b.TempDir(), "payload"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
 	const fileSize = 4 << 20
-	if _, err := f.Write(bytes.Repeat([]byte("0123456789abcdef"), fileSize/16)); err != nil {
-		b.Fatal(err)
-	}
+	f := payload(b, fileSize)
 	down := startServer(b, "tcp", "127.0.0.1:0", source(f, fileSize))
 	target := down.l.Addr().String()
 	floor := startServer(b, "tcp", "127.0.0.1:0", relayTo(target)).l.Addr().String()

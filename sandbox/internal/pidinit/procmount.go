@@ -205,7 +205,7 @@ func keptSteps(entries []mountEntry, top *mountEntry, runnerUID0 bool) []procSte
 		// another filesystem, another part of proc) hides it: hide it.
 		if s.e.FSType == "proc" && path.Clean(s.e.Root) == "/"+s.rel {
 			step = procStep{Path: s.rel, Kind: stepBind, ReadOnly: hasOption(s.e.Options, "ro"),
-				Flags: mountFlags(s.e.Options),
+				Flags: s.e.Flags() & (unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC),
 				Why:   fmt.Sprintf("keep the caller's %s bind of /proc/%s", rwName(hasOption(s.e.Options, "ro")), s.rel)}
 			// A uid-0 runner never gets write access back beneath a
 			// path it must have read-only.
@@ -244,23 +244,6 @@ func underAny(rel string, roots []string) bool {
 		}
 	}
 	return false
-}
-
-// mountFlags are the per-mount flags of mountinfo options that a bind
-// remount keeps.
-func mountFlags(opts []string) uintptr {
-	var f uintptr
-	for _, o := range opts {
-		switch o {
-		case "nosuid":
-			f |= unix.MS_NOSUID
-		case "nodev":
-			f |= unix.MS_NODEV
-		case "noexec":
-			f |= unix.MS_NOEXEC
-		}
-	}
-	return f
 }
 
 // mountProc mounts a /proc for the new PID namespace that keeps every

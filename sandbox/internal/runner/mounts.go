@@ -293,7 +293,7 @@ func mountReadOnly(path string, ro, recursive bool) error {
 		return strings.Count(a.MountPoint, "/") - strings.Count(b.MountPoint, "/")
 	})
 	for _, e := range todo {
-		flags := uintptr(unix.MS_REMOUNT | unix.MS_BIND | perMountFlags(e.Options))
+		flags := unix.MS_REMOUNT | unix.MS_BIND | e.Flags()
 		if ro {
 			flags |= unix.MS_RDONLY
 		} else {
@@ -313,33 +313,6 @@ func mountReadOnly(path string, ro, recursive bool) error {
 		}
 	}
 	return nil
-}
-
-// perMountFlags are the MS_* flags of a mountinfo entry's per-mount
-// options.
-func perMountFlags(opts []string) int {
-	flags := 0
-	for _, o := range opts {
-		switch o {
-		case "ro":
-			flags |= unix.MS_RDONLY
-		case "nosuid":
-			flags |= unix.MS_NOSUID
-		case "nodev":
-			flags |= unix.MS_NODEV
-		case "noexec":
-			flags |= unix.MS_NOEXEC
-		case "noatime":
-			flags |= unix.MS_NOATIME
-		case "nodiratime":
-			flags |= unix.MS_NODIRATIME
-		case "relatime":
-			flags |= unix.MS_RELATIME
-		case "strictatime":
-			flags |= unix.MS_STRICTATIME
-		}
-	}
-	return flags
 }
 
 // cover binds each hidden path onto itself, read-only: nothing beneath it
