@@ -3,17 +3,20 @@ package test
 // The cost of the filesystem rules on a file-heavy run (issue 33): tar -x
 // of a tree of small files into a folder, plain and under --writable
 // (which brings the read-only mounts and protected paths), in every mode.
-// Goals: in namespace modes a --writable run pays at most 5 % over the
-// build before them (the mounts cost nothing per call: what a run pays is
-// their setup at launch); in subreaper mode, where every write-intent
-// call is the checker's, the figure is reported.
+// Goals: in namespace modes the rules make a --writable run pay at most
+// 5 % over the build before them (the mounts cost nothing per call: what a
+// run pays is their setup at launch); in subreaper mode, where every
+// write-intent call is the checker's, the figure is reported. Namespace
+// modes also name what the rules refuse (SPEC, "Refusals are named"),
+// which costs one round trip to the checker per write-intent call: a
+// third build, this one without that naming, sets the two costs apart.
 //
 //	CORRAL_BENCH_BASE=/tmp/base/bin/corral go test -run '^$' \
 //	    -bench BenchmarkMountsTar -benchtime 6x ./test/
 //
 // With CORRAL_BENCH_BASE each round runs the base build and this one, in
 // turns; each build's median is reported, for each of plain and
-// --writable.
+// --writable (the build without the naming: --writable, namespace modes).
 
 import (
 	"fmt"
@@ -39,7 +42,8 @@ func benchTreeFiles() int {
 
 func BenchmarkMountsTar(b *testing.B) {
 	archive := benchArchive(b)
-	bins := []struct{ name, path string }{{"this", corralBin}}
+	type build struct{ name, path string }
+	bins := []build{{"this", corralBin}}
 	if base := os.Getenv("CORRAL_BENCH_BASE"); base != "" {
 		copied := filepath.Join(baseDir, "corral-base")
 		data, err := os.ReadFile(base)
@@ -49,32 +53,48 @@ func BenchmarkMountsTar(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		bins = append([]struct{ name, path string }{{"base", copied}}, bins...)
+		bins = append([]build{{"base", copied}}, bins...)
 	}
+	// This build without the namespace modes' naming of refused writes
+	// (sandbox/internal/plan/fsreports_off.go): what the filesystem rules
+	// cost by themselves, and so what the naming costs, each shown by
+	// removing the other. Only --writable, and only in namespace modes:
+	// subreaper mode and a plain run never name through it.
+	unnamed := build{"unnamed", unnamedBuild(b)}
 	for _, m := range modes {
 		if reason := m.unavailable(); reason != "" {
 			b.Logf("skipped: %s", reason)
 			continue
 		}
 		b.Run(m.name, func(b *testing.B) {
-			// Each round runs every build once, in turns, so that the
-			// load of the machine weighs on both alike.
-			// Each build plain and under --writable: 2 rows a build.
-			rows := 2 * len(bins)
-			times := make([][]time.Duration, rows)
+			type row struct {
+				build
+				writable bool
+			}
+			var rows []row
+			for _, bin := range bins {
+				rows = append(rows, row{bin, false}, row{bin, true})
+			}
+			if m.name != "subreaper" {
+				rows = append(rows, row{unnamed, true})
+			}
+			// Each round runs every row once, in turns (each round
+			// starting one further along), so that the load of the
+			// machine weighs on every build alike.
+			times := make([][]time.Duration, len(rows))
 			for i := 0; i < b.N; i++ {
 				for j := range rows {
-					k := (i + j) % rows
-					times[k] = append(times[k], tarRun(b, m, bins[k/2].path, archive, k%2 == 1))
+					k := (i + j) % len(rows)
+					times[k] = append(times[k], tarRun(b, m, rows[k].path, archive, rows[k].writable))
 				}
 			}
-			for k := range rows {
+			for k, r := range rows {
 				slices.Sort(times[k])
 				what := "plain"
-				if k%2 == 1 {
+				if r.writable {
 					what = "writable"
 				}
-				b.ReportMetric(float64(times[k][len(times[k])/2].Milliseconds()), bins[k/2].name+"-"+what+"-median-ms")
+				b.ReportMetric(float64(times[k][len(times[k])/2].Milliseconds()), r.name+"-"+what+"-median-ms")
 			}
 		})
 	}
@@ -101,6 +121,10 @@ func tarRun(b *testing.B, m mode, corral, archive string, writable bool) time.Du
 	cmd.Dir = baseDir
 	cmd.Env = baseEnviron()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: m.credential(), Pdeathsig: syscall.SIGKILL}
+	// What the runs before this one wrote (and removed) is on its
+	// way to the disk: wait for it here, untimed, so that no run pays
+	// for another's writeback.
+	syscall.Sync()
 	t0 := time.Now()
 	out, err := cmd.CombinedOutput()
 	d := time.Since(t0)

@@ -58,7 +58,7 @@ func (p Plan) withCheckedWrites() Plan {
 // refuses silently. Each such call costs a round trip to the checker; a
 // read-only open, and any run without a filesystem rule, none.
 func (p Plan) withFSReports() Plan {
-	if !p.Privileges.MountRules() {
+	if !p.Privileges.MountRules() || fsReportsRemoved {
 		return p
 	}
 	pv := &p.Privileges
