@@ -467,16 +467,20 @@ func (c *Checker) readString(cl *call, addr uint64, max int) (string, unix.Errno
 		return "", unix.EFAULT
 	}
 	var out []byte
+	var page [4096]byte // on the stack: a path per write-intent call, no garbage
 	for len(out) < max {
 		chunk := 4096 - int(addr%4096)
 		if chunk > max-len(out) {
 			chunk = max - len(out)
 		}
-		b := make([]byte, chunk)
+		b := page[:chunk]
 		if e := c.read(cl, addr, b); e != 0 {
 			return "", e
 		}
 		if i := bytes.IndexByte(b, 0); i >= 0 {
+			if out == nil {
+				return string(b[:i]), 0
+			}
 			return string(append(out, b[:i]...)), 0
 		}
 		out = append(out, b...)
