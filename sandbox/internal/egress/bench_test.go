@@ -9,25 +9,118 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // benchChunk is what the benchmarks count as one op of bulk transfer.
 const benchChunk = 256 << 10
 
-// sink reads everything with a large buffer (io.Discard's 8 KiB reads
-// would be the bottleneck, direct or not) and answers with one byte at
-// EOF, so the writer knows every byte arrived.
-func sink(c net.Conn) {
-	buf := make([]byte, benchChunk)
-	for {
-		if _, err := c.Read(buf); err != nil {
-			break
+// A way is one way of reaching a server that a benchmark compares with
+// the others: direct, through the proxy (spliced, or buffered: the proxy
+// copies through a buffer, spliceDisabled), through the bare relay.
+type way struct {
+	name     string
+	buffered bool
+	op       func(b *testing.B)
+}
+
+// sample is what one op of a way took: wall time, and the CPU time of the
+// whole process (client, proxy and server alike).
+type sample struct{ wall, cpu time.Duration }
+
+// interleave runs b.N rounds; each round runs every way's op once, in
+// turns, starting one way further along each round, and it returns each
+// way's samples. Ways that run one after another, each for its own b.N,
+// compare the machine's load at different moments as much as the ways (a
+// rerun turned absolute-URI's 0.97× the bare relay into 1.07×); in turns,
+// whatever else loads the machine weighs on every way alike, and each
+// way's median (report) leaves the rounds a burst of load hit aside.
+func interleave(b *testing.B, ways []way) [][]sample {
+	s := make([][]sample, len(ways))
+	defer spliceDisabled.Store(false)
+	b.ResetTimer()
+	for i := range b.N {
+		for j := range ways {
+			w := ways[(i+j)%len(ways)]
+			spliceDisabled.Store(w.buffered)
+			c0 := cpuTime()
+			t0 := time.Now()
+			w.op(b)
+			wall := time.Since(t0)
+			s[(i+j)%len(ways)] = append(s[(i+j)%len(ways)], sample{wall, cpuTime() - c0})
 		}
 	}
-	c.Write([]byte{1})
+	b.StopTimer()
+	return s
+}
+
+// report reports each way's median: with bytes moved per op, its MB/s
+// ("NAME-MB/s") and the process's CPU time per op ("NAME-cpu-ns", on a
+// shared machine a steadier figure than the wall clock's); without, its
+// time per op ("NAME-ns"). test/bench/goals.awk reads these.
+func report(b *testing.B, ways []way, s [][]sample, bytes int64) {
+	for k, w := range ways {
+		wall := medianOf(s[k], func(x sample) time.Duration { return x.wall })
+		if bytes <= 0 {
+			b.ReportMetric(float64(wall.Nanoseconds()), w.name+"-ns")
+			continue
+		}
+		b.ReportMetric(float64(bytes)/1e6/wall.Seconds(), w.name+"-MB/s")
+		b.ReportMetric(float64(medianOf(s[k], func(x sample) time.Duration { return x.cpu }).Nanoseconds()), w.name+"-cpu-ns")
+	}
+}
+
+func medianOf(s []sample, f func(sample) time.Duration) time.Duration {
+	v := make([]time.Duration, len(s))
+	for i, x := range s {
+		v[i] = f(x)
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// cpuTime is the CPU time the whole process has spent so far.
+func cpuTime() time.Duration {
+	var r syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &r)
+	return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+}
+
+// cpuMeter reports, when the returned func is called, the CPU time the
+// whole process (client, proxy and server alike) spent per op since
+// cpuMeter was called: on a shared machine a steadier figure than the wall
+// clock's.
+func cpuMeter(b *testing.B) func() {
+	c0 := cpuTime()
+	return func() { b.ReportMetric(float64((cpuTime()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op") }
+}
+
+// sink answers each 8-byte count with one byte once that many bytes have
+// arrived, so the writer knows every byte arrived; it reads with a large
+// buffer (io.Discard's 8 KiB reads would be the bottleneck, direct or
+// not).
+func sink(c net.Conn) {
+	buf := make([]byte, benchChunk)
+	var hdr [8]byte
+	for {
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			return
+		}
+		for left := int64(binary.BigEndian.Uint64(hdr[:])); left > 0; {
+			n, err := c.Read(buf[:min(left, int64(len(buf)))])
+			if err != nil {
+				return
+			}
+			left -= int64(n)
+		}
+		if _, err := c.Write([]byte{1}); err != nil {
+			return
+		}
+	}
 }
 
 // payload is a file of size bytes a server sends from (sendfile(2)),
@@ -44,24 +137,35 @@ func payload(b *testing.B, size int) *os.File {
 	return f
 }
 
-// source answers an 8-byte count with that many bytes of a file, sent with
-// sendfile(2) (io.CopyN of an *os.File to a TCP connection), as a static
-// file server would.
+// sendPayload sends n bytes of the payload f to c with sendfile(2), as a
+// static file server would, from a descriptor of its own (a shared one's
+// offset would be every connection's).
+func sendPayload(c net.Conn, f *os.File, n int64) error {
+	own, err := os.Open(f.Name())
+	if err != nil {
+		return err
+	}
+	defer own.Close()
+	_, err = io.CopyN(c, own, n) // sendfile(2): io.CopyN gives ReadFrom a LimitedReader of an *os.File
+	return err
+}
+
+// source answers each 8-byte count with that many bytes of a file of size
+// bytes (sendPayload, from its start again as often as needed).
 func source(f *os.File, size int64) func(net.Conn) {
 	return func(c net.Conn) {
 		var hdr [8]byte
-		if _, err := io.ReadFull(c, hdr[:]); err != nil {
-			return
-		}
-		for left := int64(binary.BigEndian.Uint64(hdr[:])); left > 0; {
-			n := min(left, size)
-			if _, err := f.Seek(0, io.SeekStart); err != nil {
+		for {
+			if _, err := io.ReadFull(c, hdr[:]); err != nil {
 				return
 			}
-			if _, err := io.CopyN(c, f, n); err != nil {
-				return
+			for left := int64(binary.BigEndian.Uint64(hdr[:])); left > 0; {
+				n := min(left, size)
+				if err := sendPayload(c, f, n); err != nil {
+					return
+				}
+				left -= n
 			}
-			left -= n
 		}
 	}
 }
@@ -90,12 +194,24 @@ func relayTo(target string) func(net.Conn) {
 	}
 }
 
+// dialTCP is net.Dial, failing the benchmark on an error.
+func dialTCP(b *testing.B, addr string) net.Conn {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
 // BenchmarkThroughput: bulk bytes one way (up: the client sends; down: the
-// client receives from a sendfile(2) server), direct on loopback and
-// through a CONNECT tunnel and a forward, each copied with splice(2) and
-// with the buffered copy, interleaved (run with -count), and through a
-// bare relay (relayTo), the floor of any proxy. Compare the MB/s.
+// client receives from a sendfile(2) server), each way on a connection it
+// keeps open: direct on loopback, through a CONNECT tunnel and a forward,
+// each copied with splice(2) and with the buffered copy, and through a
+// bare relay (relayTo), the floor of any proxy. One op is a round
+// (interleave): throughputBytes through every way, in turns. Compare the
+// MB/s, each way's median.
 func BenchmarkThroughput(b *testing.B) {
+	const throughputBytes = 16 << 20
 	up := startServer(b, "tcp", "127.0.0.1:0", sink)
 	const fileSize = 4 << 20
 	f := payload(b, fileSize)
@@ -112,25 +228,19 @@ func BenchmarkThroughput(b *testing.B) {
 		})
 		return fl.Addr().String()
 	}
-	type dialer func(target, fwd string) (net.Conn, io.Reader)
-	direct := func(target, _ string) (net.Conn, io.Reader) {
-		c, err := net.Dial("tcp", target)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return c, c
+	relays := map[string]string{}
+	for _, target := range []string{up.l.Addr().String(), down.l.Addr().String()} {
+		relays[target] = startServer(b, "tcp", "127.0.0.1:0", relayTo(target)).l.Addr().String()
 	}
+	type dialer func(target, fwd string) (net.Conn, io.Reader)
+	direct := func(target, _ string) (net.Conn, io.Reader) { c := dialTCP(b, target); return c, c }
 	connect := func(target, _ string) (net.Conn, io.Reader) {
 		c, br, _ := connectDial(b, tp.addr, target)
 		return c, br
 	}
 	fwd := func(_, fwd string) (net.Conn, io.Reader) { return direct(fwd, "") }
-	relays := map[string]string{}
-	for _, target := range []string{up.l.Addr().String(), down.l.Addr().String()} {
-		relays[target] = startServer(b, "tcp", "127.0.0.1:0", relayTo(target)).l.Addr().String()
-	}
 	relay := func(target, _ string) (net.Conn, io.Reader) { return direct(relays[target], "") }
-	ways := []struct {
+	dialers := []struct {
 		name     string
 		dial     dialer
 		buffered bool
@@ -143,75 +253,73 @@ func BenchmarkThroughput(b *testing.B) {
 		{"relay-floor", relay, false},
 	}
 	chunk := make([]byte, benchChunk)
-	upTarget, downTarget := up.l.Addr().String(), down.l.Addr().String()
-	upFwd, downFwd := forward(upTarget), forward(downTarget)
-	for _, w := range ways {
-		b.Run("up/"+w.name, func(b *testing.B) {
-			spliceDisabled.Store(w.buffered)
-			defer spliceDisabled.Store(false)
-			c, r := w.dial(upTarget, upFwd)
-			defer c.Close()
-			b.SetBytes(benchChunk)
-			cpu := cpuMeter(b)
-			b.ResetTimer()
-			for range b.N {
-				if _, err := c.Write(chunk); err != nil {
-					b.Fatal(err)
-				}
-			}
-			c.(*net.TCPConn).CloseWrite()
-			if _, err := io.ReadFull(r, make([]byte, 1)); err != nil {
+	// send sends n bytes and waits for the sink's answer; receive asks the
+	// source for n bytes and reads them.
+	send := func(b *testing.B, c net.Conn, r io.Reader, n int64) {
+		var hdr [8]byte
+		binary.BigEndian.PutUint64(hdr[:], uint64(n))
+		if _, err := c.Write(hdr[:]); err != nil {
+			b.Fatal(err)
+		}
+		for left := n; left > 0; {
+			m, err := c.Write(chunk[:min(left, benchChunk)])
+			if err != nil {
 				b.Fatal(err)
 			}
-			cpu()
-		})
+			left -= int64(m)
+		}
+		if _, err := io.ReadFull(r, chunk[:1]); err != nil {
+			b.Fatal(err)
+		}
 	}
-	for _, w := range ways {
-		b.Run("down/"+w.name, func(b *testing.B) {
-			spliceDisabled.Store(w.buffered)
-			defer spliceDisabled.Store(false)
-			c, r := w.dial(downTarget, downFwd)
-			defer c.Close()
-			b.SetBytes(benchChunk)
-			cpu := cpuMeter(b)
-			b.ResetTimer()
-			want := int64(b.N) * benchChunk
-			var hdr [8]byte
-			binary.BigEndian.PutUint64(hdr[:], uint64(want))
-			if _, err := c.Write(hdr[:]); err != nil {
+	receive := func(b *testing.B, c net.Conn, r io.Reader, n int64) {
+		var hdr [8]byte
+		binary.BigEndian.PutUint64(hdr[:], uint64(n))
+		if _, err := c.Write(hdr[:]); err != nil {
+			b.Fatal(err)
+		}
+		for got := int64(0); got < n; {
+			m, err := r.Read(chunk[:min(n-got, benchChunk)])
+			if err != nil {
 				b.Fatal(err)
 			}
-			for got := int64(0); got < want; {
-				n, err := r.Read(chunk)
-				if err != nil {
-					b.Fatal(err)
-				}
-				got += int64(n)
-			}
-			cpu()
-		})
+			got += int64(m)
+		}
 	}
-}
-
-// cpuMeter reports, when the returned func is called, the CPU time the
-// whole process (client, proxy and server alike) spent per op since
-// cpuMeter was called: on a shared machine a steadier figure than the wall
-// clock's.
-func cpuMeter(b *testing.B) func() {
-	var r0 syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
-	return func() {
-		var r1 syscall.Rusage
-		syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
-		ns := (r1.Utime.Nano() + r1.Stime.Nano()) - (r0.Utime.Nano() + r0.Stime.Nano())
-		b.ReportMetric(float64(ns)/float64(b.N), "cpu-ns/op")
+	for _, dir := range []struct {
+		name   string
+		target string
+		fwd    string
+		xfer   func(b *testing.B, c net.Conn, r io.Reader, n int64)
+	}{
+		{"up", up.l.Addr().String(), forward(up.l.Addr().String()), send},
+		{"down", down.l.Addr().String(), forward(down.l.Addr().String()), receive},
+	} {
+		b.Run(dir.name, func(b *testing.B) {
+			var ways []way
+			for _, d := range dialers {
+				// The proxy picks the copy when a connection's
+				// streams start: one small exchange starts both.
+				spliceDisabled.Store(d.buffered)
+				c, r := d.dial(dir.target, dir.fwd)
+				dir.xfer(b, c, r, 1)
+				spliceDisabled.Store(false)
+				defer c.Close()
+				ways = append(ways, way{name: d.name, op: func(b *testing.B) { dir.xfer(b, c, r, throughputBytes) }})
+			}
+			report(b, ways, interleave(b, ways), throughputBytes)
+		})
 	}
 }
 
 // BenchmarkSetup: a connection's whole life (connect, one byte each way,
-// close), direct and through each way into the proxy. The difference is the
-// latency the proxy adds to a connection's setup; a forward's (no
-// handshake) is the proxy's own part, copied either way.
+// close), direct and through each way into the proxy, in turns
+// (interleave), each way's median. The difference is the latency the
+// proxy adds to a connection's setup; a forward's (no handshake) is the
+// proxy's own part, copied either way. direct-round-trip is a direct
+// connection that makes one more round trip before its byte, as a
+// CONNECT's answer makes the client wait: what a CONNECT costs by nature,
+// whoever answers it.
 func BenchmarkSetup(b *testing.B) {
 	srv := startServer(b, "tcp", "127.0.0.1:0", echo)
 	target := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(srv.port())))
@@ -223,24 +331,22 @@ func BenchmarkSetup(b *testing.B) {
 		if _, err := io.ReadFull(r, make([]byte, 1)); err != nil {
 			b.Fatal(err)
 		}
-		c.Close()
 	}
-	b.Run("direct", func(b *testing.B) {
-		for range b.N {
-			c, err := net.Dial("tcp", target)
-			if err != nil {
-				b.Fatal(err)
-			}
-			one(b, c, c)
-		}
+	req := []byte("CONNECT " + target + " HTTP/1.1\r\n" + authHeader(tp.addr) + "\r\n")
+	fl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tp.Forward(fl, "test forward", func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", target)
 	})
-	b.Run("connect", func(b *testing.B) {
-		req := []byte("CONNECT " + target + " HTTP/1.1\r\n" + authHeader(tp.addr) + "\r\n")
-		for range b.N {
-			c, err := net.Dial("tcp", tp.addr)
-			if err != nil {
-				b.Fatal(err)
-			}
+	forward := func(b *testing.B) { c := dialTCP(b, fl.Addr().String()); one(b, c, c); c.Close() }
+	ways := []way{
+		{"direct", false, func(b *testing.B) { c := dialTCP(b, target); one(b, c, c); c.Close() }},
+		{"direct-round-trip", false, func(b *testing.B) { c := dialTCP(b, target); one(b, c, c); one(b, c, c); c.Close() }},
+		{"connect", false, func(b *testing.B) {
+			c := dialTCP(b, tp.addr)
 			c.Write(req)
 			br := bufio.NewReader(c)
 			for {
@@ -253,40 +359,18 @@ func BenchmarkSetup(b *testing.B) {
 				}
 			}
 			one(b, c, br)
-		}
-	})
-	fl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	tp.Forward(fl, "test forward", func(ctx context.Context) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", target)
-	})
-	for _, buffered := range []bool{true, false} {
-		name := "forward-splice"
-		if buffered {
-			name = "forward-buffered"
-		}
-		b.Run(name, func(b *testing.B) {
-			spliceDisabled.Store(buffered)
-			defer spliceDisabled.Store(false)
-			for range b.N {
-				c, err := net.Dial("tcp", fl.Addr().String())
-				if err != nil {
-					b.Fatal(err)
-				}
-				one(b, c, c)
-			}
-		})
-	}
-	b.Run("socks5", func(b *testing.B) {
-		for range b.N {
+			c.Close()
+		}},
+		{"forward-buffered", true, forward},
+		{"forward-splice", false, forward},
+		{"socks5", false, func(b *testing.B) {
 			c, code := socksDial(b, tp.addr, socksAtypIPv4, "127.0.0.1", srv.port())
 			if code != 0 {
 				b.Fatal(code)
 			}
 			one(b, c, c)
-		}
-	})
+			c.Close()
+		}},
+	}
+	report(b, ways, interleave(b, ways), 0)
 }
