@@ -44,6 +44,8 @@ function ways(arr, suffix, prefix,    i, u) {
 	ddirect = metric("MB/s-direct")
 	dchecked = metric("MB/s-checked")
 	dfirst = metric("ns/first-byte-added")
+	dfirstd = metric("ns/first-byte-direct")
+	dfirstc = metric("ns/first-byte-checked")
 }
 /^BenchmarkUDPDNSLookup/ { udpdns = metric("ns/added") }
 /^BenchmarkSendmsgUnderUDP/ { sendmsg = metric("ns/added") }
@@ -157,7 +159,10 @@ END {
 		}
 	if (ddirect != "") {
 		printf "| issue 34: subreaper mode, 200 MB on a socket the checker connected ≥ 0.95× direct | %.0f MB/s vs %.0f MB/s: %.2f× | %s |\n", dchecked, ddirect, dchecked / ddirect, verdict(dchecked / ddirect >= 0.95)
-		printf "| issue 34: subreaper mode, time added to the first byte ≤ 0.1 ms | %+.3f ms | %s |\n", dfirst / 1e6, verdict(dfirst <= 100000)
+		line = sprintf("%+.3f ms", dfirst / 1e6)
+		if (dfirstd != "")
+			line = line sprintf(" (%.3f ms checked, %.3f ms unchecked: medians of connections made in turns)", dfirstc / 1e6, dfirstd / 1e6)
+		printf "| issue 34: subreaper mode, time added to the first byte ≤ 0.1 ms | %s | %s |\n", line, verdict(dfirst <= 100000)
 	}
 	if (udpdns != "")
 		printf "| issue 34: one DNS lookup over UDP, subreaper mode, ≤ 0.2 ms added | %+.3f ms | %s |\n", udpdns / 1e6, verdict(udpdns <= 200000)
