@@ -111,16 +111,24 @@ END {
 			printf "| proxy throughput, %s, %s ≥ 0.9× direct | %s | %s |\n", dir, kk[2], line, verdict(r >= 0.9)
 		}
 	}
+	# Beside each way into the proxy, its floor measured in the same run:
+	# the bare relay (no policy) for a forward; the bare CONNECT proxy
+	# for CONNECT and SOCKS5, whose dial waits for the request and whose
+	# client waits for the answer (of that, one round trip alone costs
+	# what direct-round-trip adds).
 	if ("direct" in setup)
 		for (name in setup) {
-			if (name == "direct" || name == "forward-buffered" || name == "direct-round-trip")
+			if (name == "direct" || name == "forward-buffered" || name ~ /floor$/ || name == "direct-round-trip")
 				continue
 			add = (setup[name] - setup["direct"]) / 1e6
 			line = sprintf("%.3f ms vs %.3f ms direct: +%.3f ms", setup[name] / 1e6, setup["direct"] / 1e6, add)
-			# A CONNECT makes the client wait for its answer: one round
-			# trip more than a direct connection, whoever answers.
-			if (name == "connect" && "direct-round-trip" in setup)
-				line = line sprintf(" (of it, the CONNECT's own round trip: +%.3f ms, a direct connection's one more)", (setup["direct-round-trip"] - setup["direct"]) / 1e6)
+			if ((name == "connect" || name == "socks5") && "connect-floor" in setup) {
+				line = line sprintf(" (a bare CONNECT proxy: +%.3f ms", (setup["connect-floor"] - setup["direct"]) / 1e6)
+				if ("direct-round-trip" in setup)
+					line = line sprintf("; one round trip: +%.3f ms", (setup["direct-round-trip"] - setup["direct"]) / 1e6)
+				line = line ")"
+			} else if ("relay-floor" in setup)
+				line = line sprintf(" (the bare relay: +%.3f ms)", (setup["relay-floor"] - setup["direct"]) / 1e6)
 			printf "| first byte, %s: ≤ 0.2 ms added | %s | %s |\n", name, line, verdict(add <= 0.2)
 		}
 	for (name in added)

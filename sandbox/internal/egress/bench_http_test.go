@@ -54,15 +54,15 @@ func BenchmarkAbsoluteURI(b *testing.B) {
 		return func(b *testing.B) { c := dialTCP(b, addr); fetch(b, c, c, requestURI); c.Close() }
 	}
 	ways := []way{
-		{"direct", false, get(target, "/")},
-		{"absolute-uri-splice", false, get(tp.addr, "http://"+target+"/")},
-		{"absolute-uri-buffered", true, get(tp.addr, "http://"+target+"/")},
-		{"connect-splice", false, func(b *testing.B) {
+		{name: "direct", op: get(target, "/")},
+		{name: "absolute-uri-splice", op: get(tp.addr, "http://"+target+"/")},
+		{name: "absolute-uri-buffered", buffered: true, op: get(tp.addr, "http://"+target+"/")},
+		{name: "connect-splice", op: func(b *testing.B) {
 			c, br, _ := connectDial(b, tp.addr, target)
 			fetch(b, c, br, "/")
 			c.Close()
 		}},
-		{"relay-floor", false, get(relay, "/")},
+		{name: "relay-floor", op: get(relay, "/")},
 	}
 	report(b, ways, interleave(b, ways), size)
 }

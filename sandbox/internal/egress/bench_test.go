@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +26,9 @@ type way struct {
 	name     string
 	buffered bool
 	op       func(b *testing.B)
+	// timed, in op's place: an op made and timed elsewhere (another
+	// process), which returns its time.
+	timed func(b *testing.B) time.Duration
 }
 
 // sample is what one op of a way took: wall time, and the CPU time of the
@@ -49,8 +52,13 @@ func interleave(b *testing.B, ways []way) [][]sample {
 			spliceDisabled.Store(w.buffered)
 			c0 := cpuTime()
 			t0 := time.Now()
-			w.op(b)
-			wall := time.Since(t0)
+			var wall time.Duration
+			if w.timed != nil {
+				wall = w.timed(b)
+			} else {
+				w.op(b)
+				wall = time.Since(t0)
+			}
 			s[(i+j)%len(ways)] = append(s[(i+j)%len(ways)], sample{wall, cpuTime() - c0})
 		}
 	}
@@ -194,6 +202,54 @@ func relayTo(target string) func(net.Conn) {
 	}
 }
 
+// connectFloor is the floor of any CONNECT proxy in Go, as relayTo is of
+// any relay: it reads the request's head, dials the target it names,
+// answers 200 and copies each way with io.Copy (splice(2)). No
+// credentials, no policy, no log, no limits.
+func connectFloor(c net.Conn) {
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return
+	}
+	f := strings.Fields(line)
+	if len(f) != 3 || f[0] != "CONNECT" {
+		return
+	}
+	for {
+		l, err := br.ReadSlice('\n')
+		if err != nil {
+			return
+		}
+		if len(l) <= 2 {
+			break
+		}
+	}
+	up, err := net.Dial("tcp", f[1])
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return
+	}
+	if n := br.Buffered(); n > 0 {
+		rest, _ := br.Peek(n)
+		if _, err := up.Write(rest); err != nil {
+			return
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		io.Copy(up, c)
+		up.(*net.TCPConn).CloseWrite()
+		close(done)
+	}()
+	io.Copy(c, up)
+	c.(*net.TCPConn).CloseWrite()
+	<-done
+}
+
 // dialTCP is net.Dial, failing the benchmark on an error.
 func dialTCP(b *testing.B, addr string) net.Conn {
 	c, err := net.Dial("tcp", addr)
@@ -312,27 +368,22 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 }
 
-// BenchmarkSetup: a connection's whole life (connect, one byte each way,
-// close), direct and through each way into the proxy, in turns
-// (interleave), each way's median. The difference is the latency the
-// proxy adds to a connection's setup; a forward's (no handshake) is the
-// proxy's own part, copied either way. direct-round-trip is a direct
-// connection that makes one more round trip before its byte, as a
-// CONNECT's answer makes the client wait: what a CONNECT costs by nature,
-// whoever answers it.
+// BenchmarkSetup: a connection's whole life as its client sees it
+// (connect, one byte each way; the client and the echo server are
+// processes of their own, bench_proc_test.go), direct and through each
+// way into the proxy, in turns (interleave), each way's median. The
+// difference is the latency the proxy adds to a connection's first byte;
+// a forward's (no handshake) is the proxy's own part, copied either way,
+// and the bare relay's (relayTo) what any relay in its place pays, with
+// no policy; connect-floor is a bare CONNECT proxy (connectFloor): what
+// any CONNECT proxy pays, whose dial waits for the request and whose
+// client waits for the answer. direct-round-trip is a direct connection
+// that makes one more round trip before its byte: the part of that a
+// round trip alone costs.
 func BenchmarkSetup(b *testing.B) {
-	srv := startServer(b, "tcp", "127.0.0.1:0", echo)
-	target := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(srv.port())))
+	srv := startBenchProc(b, "echo")
+	target := srv.line(b)
 	tp := startProxy(b, Config{MaxConns: 4096}, "127.0.0.1:*")
-	one := func(b *testing.B, c net.Conn, r io.Reader) {
-		if _, err := c.Write([]byte{'x'}); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.ReadFull(r, make([]byte, 1)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	req := []byte("CONNECT " + target + " HTTP/1.1\r\n" + authHeader(tp.addr) + "\r\n")
 	fl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -341,36 +392,22 @@ func BenchmarkSetup(b *testing.B) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", target)
 	})
-	forward := func(b *testing.B) { c := dialTCP(b, fl.Addr().String()); one(b, c, c); c.Close() }
+	relay := startServer(b, "tcp", "127.0.0.1:0", relayTo(target)).l.Addr().String()
+	bareConnect := startServer(b, "tcp", "127.0.0.1:0", connectFloor).l.Addr().String()
+	client := startBenchProc(b, "client")
+	auth, _ := strings.CutPrefix(strings.TrimSuffix(authHeader(tp.addr), "\r\n"), "Proxy-Authorization: ")
+	timed := func(req string) func(b *testing.B) time.Duration {
+		return func(b *testing.B) time.Duration { return client.timed(b, req) }
+	}
 	ways := []way{
-		{"direct", false, func(b *testing.B) { c := dialTCP(b, target); one(b, c, c); c.Close() }},
-		{"direct-round-trip", false, func(b *testing.B) { c := dialTCP(b, target); one(b, c, c); one(b, c, c); c.Close() }},
-		{"connect", false, func(b *testing.B) {
-			c := dialTCP(b, tp.addr)
-			c.Write(req)
-			br := bufio.NewReader(c)
-			for {
-				line, err := br.ReadSlice('\n')
-				if err != nil {
-					b.Fatal(err)
-				}
-				if len(line) == 2 {
-					break
-				}
-			}
-			one(b, c, br)
-			c.Close()
-		}},
-		{"forward-buffered", true, forward},
-		{"forward-splice", false, forward},
-		{"socks5", false, func(b *testing.B) {
-			c, code := socksDial(b, tp.addr, socksAtypIPv4, "127.0.0.1", srv.port())
-			if code != 0 {
-				b.Fatal(code)
-			}
-			one(b, c, c)
-			c.Close()
-		}},
+		{name: "direct", timed: timed("direct " + target)},
+		{name: "direct-round-trip", timed: timed("direct-round-trip " + target)},
+		{name: "connect", timed: timed("connect " + tp.addr + " " + target + " " + auth)},
+		{name: "connect-floor", timed: timed("connect " + bareConnect + " " + target + " " + auth)},
+		{name: "forward-buffered", buffered: true, timed: timed("forward " + fl.Addr().String())},
+		{name: "forward-splice", timed: timed("forward " + fl.Addr().String())},
+		{name: "relay-floor", timed: timed("relay " + relay)},
+		{name: "socks5", timed: timed("socks5 " + tp.addr + " " + target + " " + userinfo(tp.addr))},
 	}
 	report(b, ways, interleave(b, ways), 0)
 }
