@@ -55,6 +55,8 @@ function ways(arr, suffix, prefix,    i, u) {
 	name = $1
 	sub(/-[0-9]+$/, "", name)
 	added[name] = metric("ns/added")
+	addedc[name] = metric("ns/checked-connect")
+	addedu[name] = metric("ns/unchecked-connect")
 }
 # Issue 33: one checked metadata call and one checked write-intent open
 # (subreaper mode's filesystem rules).
@@ -131,8 +133,12 @@ END {
 				line = line sprintf(" (the bare relay: +%.3f ms)", (setup["relay-floor"] - setup["direct"]) / 1e6)
 			printf "| first byte, %s: ≤ 0.2 ms added | %s | %s |\n", name, line, verdict(add <= 0.2)
 		}
-	for (name in added)
-		printf "| %s: < 50 µs added per checked connect | %+.1f µs | %s |\n", name, added[name] / 1e3, verdict(added[name] < 50000)
+	for (name in added) {
+		line = sprintf("%+.1f µs", added[name] / 1e3)
+		if (addedc[name] != "")
+			line = line sprintf(" (%.1f µs checked, %.1f µs unchecked: medians of connects made in turns)", addedc[name] / 1e3, addedu[name] / 1e3)
+		printf "| %s: < 50 µs added per checked connect | %s | %s |\n", name, line, verdict(added[name] < 50000)
+	}
 	for (name in fsadded) {
 		if (name ~ /Chmod/)
 			printf "| %s (issue 33): one checked metadata call, well under 50 µs added | %+.1f µs | %s |\n", name, fsadded[name] / 1e3, verdict(fsadded[name] < 50000)
