@@ -362,7 +362,7 @@ func (n *network) forSubreaper() (plan.Plan, string, error) {
 	info, err := landlock.Describe()
 	found.LandlockErr, found.LandlockABI, found.TCPPorts = err, info.ABI, err == nil && info.TCPPortRules()
 	if n.run.Net.Proxy() && found.TCPPorts { // without them ForSubreaper refuses
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := egress.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return plan.Plan{}, "", &setuperr.SetupError{Step: "listen for the egress proxy on the host's loopback", Err: unwrapSyscall(err)}
 		}

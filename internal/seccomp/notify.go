@@ -204,6 +204,19 @@ func OpenPidfd(tid int) (int, error) {
 	return fd, nil
 }
 
+// OpenThreadPidfd returns a close-on-exec pidfd for thread tid itself
+// (PIDFD_THREAD, Linux 6.9), or an error wrapping EINVAL where the kernel
+// has none. Unlike a process's pidfd, it never comes to mean another
+// thread: once its thread is gone, pidfd_getfd through it fails with
+// ESRCH, whoever gets the tid next.
+func OpenThreadPidfd(tid int) (int, error) {
+	fd, err := unix.PidfdOpen(tid, pidfdThread)
+	if err != nil {
+		return -1, fmt.Errorf("pidfd_open %d: %w", tid, err)
+	}
+	return fd, nil
+}
+
 func threadGroup(tid int) (int, error) {
 	b := make([]byte, 4096)
 	fd, err := unix.Open(fmt.Sprintf("/proc/%d/status", tid), unix.O_RDONLY|unix.O_CLOEXEC, 0)

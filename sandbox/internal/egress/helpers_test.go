@@ -63,7 +63,7 @@ func startProxy(t testing.TB, cfg Config, rules ...string) *testProxy {
 	if cfg.Stderr == nil {
 		cfg.Stderr = stderr
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := Listen("tcp", "127.0.0.1:0") // as subreaper mode's
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -253,7 +253,7 @@ func (p *Proxy) serveHTTP(c net.Conn, br *bufio.Reader, hl *headerLimit) {
 		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 			return
 		}
-		at.up, at.down = p.join(c, up, pending(br))
+		at.up, at.down = p.join(c, up, pending(br), true)
 		return
 	}
 	p.forwardRequest(c, br, up, req, u, f, at)
@@ -393,6 +393,7 @@ func (p *Proxy) forwardRequest(c net.Conn, br *bufio.Reader, up net.Conn, req *r
 		writeHTTPError(c, statusBadGateway, psUnavailable, "sending the request failed: "+dialErrorReason(err))
 		return
 	}
+	keepAlive(up) // while the origin answers
 	p.relayResponse(c, cu, req)
 	at.down = cu.read
 }

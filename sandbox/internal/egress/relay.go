@@ -248,7 +248,7 @@ func (p *Proxy) serveRelay(c net.Conn) {
 		return
 	}
 	defer r.drop(p) // closes the dialled side, writes the end line
-	r.at.up, r.at.down = p.join(c, r.up, nil)
+	r.at.up, r.at.down = p.join(c, r.up, nil, true)
 }
 
 // resetClose closes c with a reset (SO_LINGER 0), not a clean end: the

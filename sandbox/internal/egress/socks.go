@@ -94,7 +94,7 @@ func (p *Proxy) serveSOCKS(c net.Conn, br *bufio.Reader) {
 		return
 	}
 	c.SetDeadline(time.Time{})
-	at.up, at.down = p.join(c, up, pending(br))
+	at.up, at.down = p.join(c, up, pending(br), true)
 }
 
 func socksDialCode(err error) byte {

@@ -23,8 +23,10 @@ func putBuf(b *[]byte) { bufPool.Put(b) }
 // sent ahead, to go first) and down. A side that reaches EOF has the other
 // side's write half shut (half-close), so a client that shuts down its
 // writing still gets the whole answer; an error on either side tears both
-// down. The caller closes both connections afterwards.
-func (p *Proxy) join(client, upstream net.Conn, first []byte) (up, down int64) {
+// down. The caller closes both connections afterwards. dialled: upstream
+// is the proxy's own dial's, whose keepalive it turns on here, out of the
+// way of the client's first byte.
+func (p *Proxy) join(client, upstream net.Conn, first []byte, dialled bool) (up, down int64) {
 	if len(first) > 0 {
 		n, err := upstream.Write(first)
 		up += int64(n)
@@ -37,6 +39,9 @@ func (p *Proxy) join(client, upstream net.Conn, first []byte) (up, down int64) {
 	go func() {
 		defer p.wg.Done()
 		defer close(done)
+		if dialled {
+			keepAlive(upstream)
+		}
 		down = copyHalf(client, upstream)
 	}()
 	up += copyHalf(upstream, client)

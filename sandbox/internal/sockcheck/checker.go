@@ -262,6 +262,10 @@ func (c *Checker) workerDone() {
 // workerState is what one worker keeps open: its sock_diag socket.
 type workerState struct {
 	diag int
+	// pidfd is a thread pidfd of pidfdTid, the last thread whose socket
+	// call this worker checked (pidfdOf); -1: none.
+	pidfd, pidfdTid int
+	noThreadPidfd   bool // the kernel has no PIDFD_THREAD
 	// buf holds the data a sendto copies, reused from call to call so
 	// that a flood of large sends costs each worker one buffer, not a
 	// garbage heap (grown to maxSend at most).
@@ -289,7 +293,7 @@ func newWorkerState() (*workerState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sockcheck: sock_diag socket: %w", err)
 	}
-	w := &workerState{diag: fd}
+	w := &workerState{diag: fd, pidfd: -1}
 	if err := w.initCreds(); err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -297,7 +301,64 @@ func newWorkerState() (*workerState, error) {
 	return w, nil
 }
 
-func (w *workerState) close() { unix.Close(w.diag) }
+func (w *workerState) close() {
+	unix.Close(w.diag)
+	w.dropPidfd()
+}
+
+// pidfdOf is a pidfd for thread tid's socket calls (decide), the one kept
+// from its last call if the same thread calls again, as a client making
+// connection after connection does: pidfd_open and its close were two of
+// the sixteen system calls of a checked connect. Only a thread's own
+// pidfd (PIDFD_THREAD) is kept: it never comes to mean another thread
+// (pidfd_getfd through it fails with ESRCH once its thread is gone, and
+// getFD then opens a fresh one), where a process's could, should its tid
+// go to a thread of another process while it lives. kept says the caller
+// must not close it.
+func (w *workerState) pidfdOf(tid int) (pidfd int, kept bool, err error) {
+	if w.pidfd >= 0 && w.pidfdTid == tid {
+		return w.pidfd, true, nil
+	}
+	if !w.noThreadPidfd {
+		fd, err := seccomp.OpenThreadPidfd(tid)
+		if err == nil {
+			w.dropPidfd()
+			w.pidfd, w.pidfdTid = fd, tid
+			return fd, true, nil
+		}
+		if !errors.Is(err, unix.EINVAL) {
+			return -1, false, err
+		}
+		w.noThreadPidfd = true
+	}
+	fd, err := seccomp.OpenPidfd(tid)
+	return fd, false, err
+}
+
+// dropPidfd closes the kept pidfd.
+func (w *workerState) dropPidfd() {
+	if w.pidfd >= 0 {
+		unix.Close(w.pidfd)
+		w.pidfd = -1
+	}
+}
+
+// getFD duplicates the caller's descriptor fd through pidfd (pidfdOf's):
+// through a kept one whose thread is gone (ESRCH: the tid is another
+// thread's now), once more through a fresh one.
+func (w *workerState) getFD(tid, pidfd int, kept bool, fd int) (int, int, error) {
+	nfd, err := seccomp.GetFD(pidfd, fd)
+	if err == nil || !kept || !errors.Is(err, unix.ESRCH) {
+		return nfd, pidfd, err
+	}
+	w.dropPidfd()
+	pidfd, _, err = w.pidfdOf(tid)
+	if err != nil {
+		return -1, -1, err
+	}
+	nfd, err = seccomp.GetFD(pidfd, fd)
+	return nfd, pidfd, err
+}
 
 // gone is the answer not to send: the notification died. answered: the
 // notification was answered already (or will be, by the worker whose

@@ -67,30 +67,40 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 			Reason: "only TCP to the proxy leaves the sandbox: DNS and UDP are not provided inside"})
 		return 0, unix.EACCES
 	}
-	pidfd, err := seccomp.OpenPidfd(cl.tid)
+	// Everything read of the caller up to the one look after copyArgs
+	// below (its credentials, its descriptor, its memory) was the caller's
+	// if its call is still pending then: its tid was not reused (as
+	// fswrite.go and metadata.go do; listen and sendMessages, which act
+	// before that look, look themselves). An answer sent before it reaches
+	// the caller only if its call is still pending, so an error found on
+	// the way is the caller's too.
+	pidfd, kept, err := w.pidfdOf(cl.tid)
 	if err != nil {
 		if !c.valid(n) {
 			return 0, gone
 		}
 		return 0, unix.EACCES
 	}
-	defer unix.Close(pidfd)
+	if !kept {
+		defer unix.Close(pidfd)
+	}
 	// The caller's credentials, which the calls made for it carry
 	// (creds.go): read while its call is pending, so they are the ones it
 	// made the call with.
 	cr, err := c.callerCreds(w, cl.tid)
-	// The notification still pending means the thread behind the pid is
-	// the one that called (and the status read was its own).
-	if !c.valid(n) {
-		return 0, gone
-	}
 	if err != nil {
+		if !c.valid(n) {
+			return 0, gone
+		}
 		return 0, unix.EACCES
 	}
-	fd, err := seccomp.GetFD(pidfd, int(int32(n.Data.Args[0])))
+	fd, pidfd, err := w.getFD(cl.tid, pidfd, kept, int(int32(n.Data.Args[0])))
 	if err != nil {
 		if e, ok := errnoOf(err); ok && e == unix.EBADF {
 			return 0, unix.EBADF
+		}
+		if !c.valid(n) {
+			return 0, gone
 		}
 		return 0, unix.EACCES
 	}
@@ -105,6 +115,9 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 		return c.sendMessages(w, &cl, cr, pidfd, domain) // udp.go
 	}
 	if cl.kind == seccomp.CallListen {
+		if !c.valid(n) {
+			return 0, gone
+		}
 		if err := w.asCaller(cr); err != nil {
 			return 0, unix.EACCES
 		}
