@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-sh/corral/internal/seccomp"
 )
 
 // A call the checker makes for the runner carries the runner's
@@ -49,18 +51,21 @@ type creds struct {
 	umask        int // -1: unknown (a kernel before 4.7 does not say)
 }
 
-// callerCreds are the credentials of the thread tid (see above for
-// Policy.StaticCreds). Check that its notification is still pending
-// afterwards: only then was the tid the caller's.
-func (c *Checker) callerCreds(w *workerState, tid int) (*creds, error) {
+// callerCreds are the credentials of the thread of notification n (see
+// above for Policy.StaticCreds). Check that n is still pending afterwards:
+// only then was its tid the caller's. The credentials kept for every
+// later call are kept only once that check is made here: a caller killed
+// before the read, its tid gone to another process of the host, would
+// otherwise lend that process's credentials to the whole run.
+func (c *Checker) callerCreds(w *workerState, n *seccomp.Notif) (*creds, error) {
 	if cr := c.static.Load(); cr != nil {
 		return cr, nil
 	}
-	cr, err := w.readCreds("/proc/" + strconv.Itoa(tid) + "/status")
+	cr, err := w.readCreds("/proc/" + strconv.Itoa(int(n.Pid)) + "/status")
 	if err != nil {
 		return nil, err
 	}
-	if c.pol.StaticCreds {
+	if c.pol.StaticCreds && c.valid(n) {
 		c.static.CompareAndSwap(nil, &cr)
 	}
 	return &cr, nil

@@ -87,7 +87,7 @@ func (c *Checker) decide(w *workerState, n *seccomp.Notif) (int64, unix.Errno) {
 	// The caller's credentials, which the calls made for it carry
 	// (creds.go): read while its call is pending, so they are the ones it
 	// made the call with.
-	cr, err := c.callerCreds(w, cl.tid)
+	cr, err := c.callerCreds(w, cl.n)
 	if err != nil {
 		if !c.valid(n) {
 			return 0, gone

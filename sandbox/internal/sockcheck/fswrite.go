@@ -93,7 +93,7 @@ func (c *Checker) fsWrite(w *workerState, n *seccomp.Notif, op seccomp.FSCall) (
 	// Everything read of the caller up to the one check below (its
 	// credentials, memory, descriptors, /proc folders) was the caller's
 	// if its call is still pending then: its tid was not reused.
-	cr, err := c.callerCreds(w, cl.tid)
+	cr, err := c.callerCreds(w, cl.n)
 	if err != nil {
 		if !c.valid(n) {
 			return 0, gone

@@ -111,7 +111,7 @@ func (c *Checker) metadata(w *workerState, n *seccomp.Notif, kind seccomp.MetaCa
 	// and the other arguments in its memory, and the descriptors it names
 	// (its fd or dirfd, its root or cwd). One look afterwards that the
 	// notification is still pending says all of it was the caller's.
-	cr, err := c.callerCreds(w, cl.tid)
+	cr, err := c.callerCreds(w, cl.n)
 	if err != nil {
 		return fail(unix.EACCES)
 	}
