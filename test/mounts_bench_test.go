@@ -121,15 +121,21 @@ func tarRun(b *testing.B, m mode, corral, archive string, writable bool) time.Du
 	cmd.Dir = baseDir
 	cmd.Env = baseEnviron()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: m.credential(), Pdeathsig: syscall.SIGKILL}
-	// What the runs before this one wrote (and removed) is on its
-	// way to the disk: wait for it here, untimed, so that no run pays
-	// for another's writeback.
+	return timedRun(b, cmd)
+}
+
+// timedRun runs cmd to its end and returns how long it took, failing the
+// benchmark if it fails. What the runs before it wrote (and removed) is
+// on its way to the disk: it waits for that first, untimed, so that no
+// run pays for another's writeback.
+func timedRun(b *testing.B, cmd *exec.Cmd) time.Duration {
+	b.Helper()
 	syscall.Sync()
 	t0 := time.Now()
 	out, err := cmd.CombinedOutput()
 	d := time.Since(t0)
 	if err != nil {
-		b.Fatalf("%s: %v: %s", corral, err, out)
+		b.Fatalf("%s: %v: %s", cmd.Path, err, out)
 	}
 	return d
 }

@@ -107,17 +107,7 @@ func npmCIRun(b *testing.B, m mode, corral, npm, proj string, writable bool) tim
 	cmd.Env = append(baseEnviron(), "HOME="+proj, "npm_config_cache="+filepath.Join(proj, ".cache"),
 		"npm_config_logs_dir="+filepath.Join(proj, ".logs"), "npm_config_update_notifier=false")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: m.credential(), Pdeathsig: syscall.SIGKILL}
-	// What the runs before this one wrote (and removed) is on its
-	// way to the disk: wait for it here, untimed, so that no run pays
-	// for another's writeback.
-	syscall.Sync()
-	t0 := time.Now()
-	out, err := cmd.CombinedOutput()
-	d := time.Since(t0)
-	if err != nil {
-		b.Fatalf("%s: %v: %s", corral, err, out)
-	}
-	return d
+	return timedRun(b, cmd)
 }
 
 // npmProject makes a project of 150 local packages of 32 files each (or

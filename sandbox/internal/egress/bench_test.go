@@ -190,16 +190,22 @@ func relayTo(target string) func(net.Conn) {
 			return
 		}
 		defer up.Close()
-		done := make(chan struct{})
-		go func() {
-			io.Copy(up, c)
-			up.(*net.TCPConn).CloseWrite()
-			close(done)
-		}()
-		io.Copy(c, up)
-		c.(*net.TCPConn).CloseWrite()
-		<-done
+		copyBoth(c, up)
 	}
+}
+
+// copyBoth copies each way between two TCP connections with io.Copy
+// (splice(2)), half-closing each side at its EOF, until both are done.
+func copyBoth(c, up net.Conn) {
+	done := make(chan struct{})
+	go func() {
+		io.Copy(up, c)
+		up.(*net.TCPConn).CloseWrite()
+		close(done)
+	}()
+	io.Copy(c, up)
+	c.(*net.TCPConn).CloseWrite()
+	<-done
 }
 
 // connectFloor is the floor of any CONNECT proxy in Go, as relayTo is of
@@ -239,15 +245,7 @@ func connectFloor(c net.Conn) {
 			return
 		}
 	}
-	done := make(chan struct{})
-	go func() {
-		io.Copy(up, c)
-		up.(*net.TCPConn).CloseWrite()
-		close(done)
-	}()
-	io.Copy(c, up)
-	c.(*net.TCPConn).CloseWrite()
-	<-done
+	copyBoth(c, up)
 }
 
 // dialTCP is net.Dial, failing the benchmark on an error.
