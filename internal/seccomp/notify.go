@@ -183,21 +183,30 @@ const pidfdThread = unix.O_EXCL
 
 // OpenPidfd returns a close-on-exec pidfd for the process of thread tid (a
 // notification's Pid). It asks for a thread pidfd first (Linux 6.9) and
-// falls back to the thread group leader's, whose tid it reads from
-// /proc/TID/status. Check IDValid afterwards: tid may have been reused.
+// falls back to the thread group leader's (OpenProcessPidfd) where there
+// is none: EINVAL from an older kernel, or any refusal but ESRCH (a
+// container profile written before PIDFD_THREAD, that admits pidfd_open
+// with the flags it knew only, says EPERM). Check IDValid afterwards: tid
+// may have been reused.
 func OpenPidfd(tid int) (int, error) {
 	fd, err := unix.PidfdOpen(tid, pidfdThread)
 	if err == nil {
 		return fd, nil
 	}
-	if err != unix.EINVAL {
+	if err == unix.ESRCH {
 		return -1, fmt.Errorf("pidfd_open %d: %w", tid, err)
 	}
-	tgid, terr := threadGroup(tid)
-	if terr != nil {
-		return -1, terr
+	return OpenProcessPidfd(tid)
+}
+
+// OpenProcessPidfd returns a close-on-exec pidfd for the thread group
+// leader of thread tid, whose tid it reads from /proc/TID/status.
+func OpenProcessPidfd(tid int) (int, error) {
+	tgid, err := threadGroup(tid)
+	if err != nil {
+		return -1, err
 	}
-	fd, err = unix.PidfdOpen(tgid, 0)
+	fd, err := unix.PidfdOpen(tgid, 0)
 	if err != nil {
 		return -1, fmt.Errorf("pidfd_open %d: %w", tgid, err)
 	}

@@ -82,6 +82,10 @@ Commands:
                                  does without CAP_SYS_ADMIN: clone and unshare
                                  with a CLONE_NEW* flag and every setns fail
                                  with EPERM, clone3 with ENOSYS
+  deny-pidfd-thread -- PATH [ARG]
+                                 execve PATH ARG... under a seccomp filter that
+                                 fails pidfd_open with EPERM when its flags
+                                 hold PIDFD_THREAD (a profile older than it)
   pids-full-at-clone -cgroup DIR -- PATH [ARG]
                                  execve PATH ARG...; when it clones a new PID
                                  namespace, move the cloning thread into the
@@ -206,6 +210,7 @@ func init() {
 		"deny-subreaper":     cmdDenySubreaper,
 		"deny-getrandom":     cmdDenyGetrandom,
 		"deny-setsigmask":    cmdDenySetsigmask,
+		"deny-pidfd-thread":  cmdDenyPidfdThread,
 		"fds":                cmdFDs,
 		"accept":             cmdAccept,
 		"bytes":              cmdBytes,

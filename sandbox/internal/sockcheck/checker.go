@@ -326,12 +326,16 @@ func (w *workerState) pidfdOf(tid int) (pidfd int, kept bool, err error) {
 			w.pidfd, w.pidfdTid = fd, tid
 			return fd, true, nil
 		}
-		if !errors.Is(err, unix.EINVAL) {
-			return -1, false, err
+		if errors.Is(err, unix.ESRCH) {
+			return -1, false, err // the thread is gone
 		}
+		// EINVAL: a kernel before 6.9. Any other error (EPERM from a
+		// container's seccomp profile that admits pidfd_open with no
+		// flags only, say): a process's pidfd, opened for each call,
+		// works where that works.
 		w.noThreadPidfd = true
 	}
-	fd, err := seccomp.OpenPidfd(tid)
+	fd, err := seccomp.OpenProcessPidfd(tid)
 	return fd, false, err
 }
 
