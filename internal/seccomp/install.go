@@ -73,8 +73,10 @@ type Status struct {
 	// listener (Linux 5.0), with notification structures this package
 	// knows.
 	UserNotif bool
-	// PidfdGetfd: pidfd_open and pidfd_getfd work (Linux 5.6).
-	PidfdGetfd bool
+	// PidfdGetfd: pidfd_open and pidfd_getfd work (Linux 5.6);
+	// PidfdOpen: pidfd_open alone does (Linux 5.3), so that what is
+	// missing is named for what it is.
+	PidfdGetfd, PidfdOpen bool
 	// ProcessVMReadv: process_vm_readv works (an outer filter may refuse
 	// it).
 	ProcessVMReadv bool

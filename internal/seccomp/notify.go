@@ -282,6 +282,7 @@ func probeNotify(st *Status) {
 	// pidfd_getfd on our own pidfd: the syscall exists and an outer
 	// filter lets it through.
 	if pfd, err := unix.PidfdOpen(unix.Getpid(), 0); err == nil {
+		st.PidfdOpen = true
 		if nfd, err := unix.PidfdGetfd(pfd, pfd, 0); err == nil {
 			st.PidfdGetfd = true
 			unix.Close(nfd)
@@ -302,7 +303,9 @@ func (st Status) NotifyMissing() string {
 	if !st.UserNotif {
 		missing = append(missing, "seccomp user notification (Linux 5.0)")
 	}
-	if !st.PidfdGetfd {
+	if !st.PidfdOpen {
+		missing = append(missing, "pidfd_open (Linux 5.3)")
+	} else if !st.PidfdGetfd {
 		missing = append(missing, "pidfd_getfd (Linux 5.6)")
 	}
 	if !st.ProcessVMReadv {

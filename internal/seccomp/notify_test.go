@@ -144,6 +144,23 @@ func TestProbeNotify(t *testing.T) {
 	}
 }
 
+// What is missing is named for what it is: a profile that refuses
+// pidfd_open is not told to be missing pidfd_getfd.
+func TestNotifyMissingNamesTheCall(t *testing.T) {
+	for _, c := range []struct {
+		st   Status
+		want string
+	}{
+		{Status{UserNotif: true, ProcessVMReadv: true}, "pidfd_open (Linux 5.3)"},
+		{Status{UserNotif: true, ProcessVMReadv: true, PidfdOpen: true}, "pidfd_getfd (Linux 5.6)"},
+		{Status{UserNotif: true, ProcessVMReadv: true, PidfdOpen: true, PidfdGetfd: true}, ""},
+	} {
+		if got := c.st.NotifyMissing(); got != c.want {
+			t.Errorf("%+v: NotifyMissing() = %q; want %q", c.st, got, c.want)
+		}
+	}
+}
+
 // scenarioNotify installs a notifying filter on this thread and answers its
 // calls from another: the listener, an errno, a value, a vanished
 // notification, the caller's memory and fd.
