@@ -86,6 +86,8 @@ Commands:
                                  execve PATH ARG... under a seccomp filter that
                                  fails pidfd_open with EPERM when its flags
                                  hold PIDFD_THREAD (a profile older than it)
+  deny-openat2 -- PATH [ARG]     execve PATH ARG... under a seccomp filter that
+                                 fails openat2 with ENOSYS
   pids-full-at-clone -cgroup DIR -- PATH [ARG]
                                  execve PATH ARG...; when it clones a new PID
                                  namespace, move the cloning thread into the
@@ -211,6 +213,7 @@ func init() {
 		"deny-getrandom":     cmdDenyGetrandom,
 		"deny-setsigmask":    cmdDenySetsigmask,
 		"deny-pidfd-thread":  cmdDenyPidfdThread,
+		"deny-openat2":       cmdDenyOpenat2,
 		"fds":                cmdFDs,
 		"accept":             cmdAccept,
 		"bytes":              cmdBytes,

@@ -392,3 +392,18 @@ func threadGroupOf(tid int) (int, error) {
 	}
 	return 0, fmt.Errorf("no Tgid for %d", tid)
 }
+
+// Openat2Missing names what the checker lacks to resolve the paths of the
+// calls it decides on (openInView, and subreaper mode's writes and
+// metadata changes: fswrite.go, metadata.go), or "": openat2(2), Linux
+// 5.6, which a container's seccomp profile written before it may refuse
+// (ENOSYS, EPERM). Without it every such call would fail with that errno,
+// unnamed, where the run should not start at all.
+func Openat2Missing() string {
+	fd, err := unix.Openat2(unix.AT_FDCWD, "/", &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return "openat2 (Linux 5.6)"
+	}
+	unix.Close(fd)
+	return ""
+}

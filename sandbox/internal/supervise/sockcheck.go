@@ -28,6 +28,14 @@ func openChecker(run *plan.Plan, refused func(stage.Refused), eg Egress) (*sockc
 		return nil, &setuperr.SetupError{Step: "hold the protected paths beneath --writable (the runner's writes made by corral)", Err: setuperr.Plain("not available here: " + missing),
 			Hint: "in pidns mode (--mode pidns, where user namespaces are allowed) the protected paths are read-only mounts and need nothing of seccomp; or run on Linux 5.14 or later"}
 	}
+	if namesOnly := run.Privileges.ReportFS && !run.Privileges.Notify; !namesOnly {
+		// A checker that only names what the mounts refuse loses a name
+		// without it; one that decides would fail the runner's calls.
+		if missing := sockcheck.Openat2Missing(); missing != "" {
+			return nil, &setuperr.SetupError{Step: "check the runner's calls", Err: setuperr.Plain("not available here: " + missing),
+				Hint: "corral resolves with it each path a checked call names (a Unix socket's; in subreaper mode each write's and metadata change's); a container's seccomp profile written before it may refuse it: allow openat2 there; corral does not start a run whose checked calls would all fail"}
+		}
+	}
 	pol := checkPolicy(run, refused)
 	if run.Net.TCPChecked {
 		pol.Direct, pol.DNSTCP, pol.DNSUDP = eg.Direct, eg.DNSTCP, eg.DNSUDP

@@ -78,3 +78,46 @@ func TestCheckedCallsWithoutThreadPidfd(t *testing.T) {
 		e.assertGone()
 	})
 }
+
+// corral's checker resolves the paths of the calls it decides on with
+// openat2(2) (Linux 5.6). Under a container profile that refuses it,
+// every such call failed with ENOSYS, unnamed: a write under --writable
+// in subreaper mode ("cannot create: Function not implemented"), a Unix
+// socket's connect under a network policy. The run now stops before the
+// runner starts (125), in one line naming openat2. A namespace mode's
+// --writable alone, whose checker only names what the mounts refuse,
+// runs as before.
+func TestCheckedCallsWithoutOpenat2(t *testing.T) {
+	forEachMode(t, func(t *testing.T, m mode) {
+		e := newEnv(t, m)
+		w := filepath.Join(e.dir, "w")
+		if err := os.Mkdir(w, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(w, m.uid(), m.uid()); err != nil {
+			t.Fatal(err)
+		}
+		run := func(opts ...string) result {
+			args := append(e.helper("deny-openat2", "--", corralBin),
+				e.args(netOpts(opts...), e.helper("exit", "-code", "3"))...)
+			cmd := e.command(args[1:]) // the helper, then corral
+			cmd.Path, cmd.Args[0] = helperBin, helperBin
+			return e.startCmd(cmd).wait(corralTimeout)
+		}
+		refused := func(res result, what string) {
+			t.Helper()
+			wantCode(t, res, 125)
+			if lines := strings.Split(strings.TrimSpace(res.stderr), "\n"); len(lines) != 1 ||
+				!strings.Contains(res.stderr, "openat2") || strings.Contains(res.stderr, "goroutine") {
+				t.Errorf("%s: want one line naming openat2, got %q", what, res.stderr)
+			}
+		}
+		refused(run("--net", "none", "--read-only"), "--net none")
+		if m.pidns() {
+			wantCode(t, run("--writable", w), 3)
+		} else {
+			refused(run("--writable", w), "--writable")
+		}
+		e.assertGone()
+	})
+}

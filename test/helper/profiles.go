@@ -40,3 +40,7 @@ func cmdDenyPidfdThread(fs *flag.FlagSet) func(*common) error {
 		return execFiltered(filter, c.args)
 	}
 }
+
+// openat2(2) fails with ENOSYS, as under a container profile written
+// before Linux 5.6: corral's checker resolves paths with it.
+var cmdDenyOpenat2 = denyCall("deny-openat2", unix.SYS_OPENAT2, anyArg, unix.ENOSYS)
