@@ -121,3 +121,33 @@ func TestCheckedCallsWithoutOpenat2(t *testing.T) {
 		e.assertGone()
 	})
 }
+
+// Docker's default seccomp profile refuses unshare(2) to a container
+// without CAP_SYS_ADMIN, so the checker's threads cannot take a umask of
+// their own (unshare(CLONE_FS)); in subreaper mode the checker creates
+// the runner's files under --writable, and they got corral's umask, not
+// the runner's: a tool that sets umask 077 before writing a key had it
+// written 0644. The runner's umask now holds there too.
+func TestCheckedCreatesKeepUmaskWithoutUnshare(t *testing.T) {
+	e := newEnv(t, modes[0])
+	w := filepath.Join(e.dir, "w")
+	if err := os.Mkdir(w, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf("umask 077; echo key > %[1]s/key; mkdir %[1]s/dir; mkfifo %[1]s/fifo", shq(w))
+	args := append(e.helper("deny-unshare", "--", corralBin),
+		e.args([]string{"--writable", w}, []string{"/bin/sh", "-c", script})...)
+	cmd := e.command(args[1:]) // the helper, then corral
+	cmd.Path, cmd.Args[0] = helperBin, helperBin
+	res := e.startCmd(cmd).wait(corralTimeout)
+	wantCode(t, res, 0)
+	for name, want := range map[string]os.FileMode{"key": 0o600, "dir": 0o700, "fifo": 0o600} {
+		st, err := os.Stat(filepath.Join(w, name))
+		if err != nil {
+			t.Errorf("%s made under umask 077 through the checker: %v", name, err)
+		} else if got := st.Mode().Perm(); got != want {
+			t.Errorf("%s made under umask 077 through the checker: mode %v; want %v", name, got, want)
+		}
+	}
+	e.assertGone()
+}

@@ -88,6 +88,9 @@ Commands:
                                  hold PIDFD_THREAD (a profile older than it)
   deny-openat2 -- PATH [ARG]     execve PATH ARG... under a seccomp filter that
                                  fails openat2 with ENOSYS
+  deny-unshare -- PATH [ARG]     execve PATH ARG... under a seccomp filter that
+                                 fails unshare with EPERM (Docker's default
+                                 profile without CAP_SYS_ADMIN)
   pids-full-at-clone -cgroup DIR -- PATH [ARG]
                                  execve PATH ARG...; when it clones a new PID
                                  namespace, move the cloning thread into the
@@ -214,6 +217,7 @@ func init() {
 		"deny-setsigmask":    cmdDenySetsigmask,
 		"deny-pidfd-thread":  cmdDenyPidfdThread,
 		"deny-openat2":       cmdDenyOpenat2,
+		"deny-unshare":       cmdDenyUnshare,
 		"fds":                cmdFDs,
 		"accept":             cmdAccept,
 		"bytes":              cmdBytes,

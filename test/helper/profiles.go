@@ -44,3 +44,8 @@ func cmdDenyPidfdThread(fs *flag.FlagSet) func(*common) error {
 // openat2(2) fails with ENOSYS, as under a container profile written
 // before Linux 5.6: corral's checker resolves paths with it.
 var cmdDenyOpenat2 = denyCall("deny-openat2", unix.SYS_OPENAT2, anyArg, unix.ENOSYS)
+
+// unshare(2) fails with EPERM whatever its flags, as under Docker's
+// default profile for a container without CAP_SYS_ADMIN: the checker's
+// threads cannot have a umask of their own.
+var cmdDenyUnshare = denyCall("deny-unshare", unix.SYS_UNSHARE, anyArg, unix.EPERM)

@@ -278,8 +278,11 @@ type workerState struct {
 	own                    creds
 	permitted, inheritable uint64
 	fsOwn, changed         bool
-	caller                 *creds // what asCaller took on
-	broken                 error  // asSelf failed: the worker must end
+	// handUmask: the caller's umask, for createMode to apply where the
+	// thread cannot take it on (!fsOwn); 0 otherwise.
+	handUmask uint32
+	caller    *creds // what asCaller took on
+	broken    error  // asSelf failed: the worker must end
 	// What asCaller changed, for asSelf to undo.
 	groupsChanged, idsChanged, umaskChanged, capsChanged bool
 	status                                               []byte // readCreds' buffer

@@ -180,9 +180,12 @@ func (w *workerState) asCaller(cr *creds) error {
 			return fmt.Errorf("setfsuid %d: refused", cr.fsuid)
 		}
 	}
+	w.handUmask = 0
 	if cr.umask >= 0 && w.fsOwn && cr.umask != w.own.umask {
 		w.umaskChanged = true
 		unix.RawSyscall(unix.SYS_UMASK, uintptr(cr.umask), 0, 0)
+	} else if cr.umask >= 0 && !w.fsOwn {
+		w.handUmask = uint32(cr.umask)
 	}
 	// Last: lowering the effective set ends what the steps above needed
 	// (CAP_SETUID, CAP_SETGID). setfsuid away from 0 has already cleared
@@ -196,6 +199,17 @@ func (w *workerState) asCaller(cr *creds) error {
 	}
 	return nil
 }
+
+// createMode is the mode to create a file or folder with for the caller:
+// as asked, where the thread takes the caller's umask itself. Where it
+// cannot (unshare(CLONE_FS) refused, as Docker's default seccomp profile
+// refuses unshare to a container without CAP_SYS_ADMIN, so the thread
+// shares corral's umask), the caller's umask is applied here: the kernel
+// then applies corral's on top, so the file is never more open than the
+// runner asked (umask 077 before a key is written gives 0600), and is
+// exactly that whenever corral's umask is within the runner's (the usual
+// case: the runner inherits it, or tightens it).
+func (w *workerState) createMode(mode uint32) uint32 { return mode &^ w.handUmask }
 
 // asSelf gives the worker's thread its own credentials back. Should the
 // kernel refuse (it has no reason to), the worker's thread is no longer

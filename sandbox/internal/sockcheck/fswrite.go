@@ -572,12 +572,12 @@ func (c *Checker) fsCreate(f *fsCall) (int64, unix.Errno) {
 	var err error
 	switch f.op {
 	case seccomp.FSMkdir, seccomp.FSMkdirat:
-		err = unix.Mkdirat(nd.dir, nd.name, f.mode)
+		err = unix.Mkdirat(nd.dir, nd.name, f.cl.w.createMode(f.mode))
 	case seccomp.FSMknod, seccomp.FSMknodat:
 		if nd.trailing {
 			return 0, unix.ENOENT
 		}
-		err = unix.Mknodat(nd.dir, nd.name, f.mode, int(f.dev))
+		err = unix.Mknodat(nd.dir, nd.name, f.cl.w.createMode(f.mode), int(f.dev))
 	default:
 		if nd.trailing {
 			return 0, unix.ENOENT
@@ -772,7 +772,7 @@ func (c *Checker) fsOpen(f *fsCall) (int64, unix.Errno) {
 		// them, readHow): nothing is written.
 		flags &= unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	}
-	mode := f.mode & 0o7777
+	mode := f.cl.w.createMode(f.mode & 0o7777)
 	if flags&(unix.O_CREAT|unix.O_TMPFILE) == 0 {
 		mode = 0
 	}
