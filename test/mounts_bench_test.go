@@ -78,23 +78,15 @@ func BenchmarkMountsTar(b *testing.B) {
 			if m.name != "subreaper" {
 				rows = append(rows, row{unnamed, true})
 			}
-			// Each round runs every row once, in turns (each round
-			// starting one further along), so that the load of the
-			// machine weighs on every build alike.
-			times := make([][]time.Duration, len(rows))
-			for i := 0; i < b.N; i++ {
-				for j := range rows {
-					k := (i + j) % len(rows)
-					times[k] = append(times[k], tarRun(b, m, rows[k].path, archive, rows[k].writable))
-				}
-			}
+			medians := mediansInTurns(b, len(rows), func(k int) time.Duration {
+				return tarRun(b, m, rows[k].path, archive, rows[k].writable)
+			})
 			for k, r := range rows {
-				slices.Sort(times[k])
 				what := "plain"
 				if r.writable {
 					what = "writable"
 				}
-				b.ReportMetric(float64(times[k][len(times[k])/2].Milliseconds()), r.name+"-"+what+"-median-ms")
+				b.ReportMetric(float64(medians[k].Milliseconds()), r.name+"-"+what+"-median-ms")
 			}
 		})
 	}
@@ -122,6 +114,26 @@ func tarRun(b *testing.B, m mode, corral, archive string, writable bool) time.Du
 	cmd.Env = baseEnviron()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: m.credential(), Pdeathsig: syscall.SIGKILL}
 	return timedRun(b, cmd)
+}
+
+// mediansInTurns runs each of rows rows b.N times and returns each row's
+// median. Each round runs every row once, in turns (each round starting
+// one further along), so that the load of the machine weighs on every
+// row alike.
+func mediansInTurns(b *testing.B, rows int, run func(row int) time.Duration) []time.Duration {
+	times := make([][]time.Duration, rows)
+	for i := 0; i < b.N; i++ {
+		for j := range rows {
+			k := (i + j) % rows
+			times[k] = append(times[k], run(k))
+		}
+	}
+	medians := make([]time.Duration, rows)
+	for k := range times {
+		slices.Sort(times[k])
+		medians[k] = times[k][len(times[k])/2]
+	}
+	return medians
 }
 
 // timedRun runs cmd to its end and returns how long it took, failing the

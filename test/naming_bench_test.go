@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -71,16 +70,11 @@ func BenchmarkNamingNpmCI(b *testing.B) {
 			if m.pidns() { // subreaper mode never names through the report
 				rows = append(rows, row{"unnamed", unnamed, true})
 			}
-			times := make([][]time.Duration, len(rows))
-			for i := 0; i < b.N; i++ {
-				for j := range rows {
-					k := (i + j) % len(rows)
-					times[k] = append(times[k], npmCIRun(b, m, rows[k].corral, npm, proj, rows[k].writable))
-				}
-			}
+			medians := mediansInTurns(b, len(rows), func(k int) time.Duration {
+				return npmCIRun(b, m, rows[k].corral, npm, proj, rows[k].writable)
+			})
 			for k, r := range rows {
-				slices.Sort(times[k])
-				b.ReportMetric(float64(times[k][len(times[k])/2].Milliseconds()), r.name+"-median-ms")
+				b.ReportMetric(float64(medians[k].Milliseconds()), r.name+"-median-ms")
 			}
 		})
 	}

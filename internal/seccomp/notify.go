@@ -189,12 +189,9 @@ const pidfdThread = unix.O_EXCL
 // with the flags it knew only, says EPERM). Check IDValid afterwards: tid
 // may have been reused.
 func OpenPidfd(tid int) (int, error) {
-	fd, err := unix.PidfdOpen(tid, pidfdThread)
-	if err == nil {
-		return fd, nil
-	}
-	if err == unix.ESRCH {
-		return -1, fmt.Errorf("pidfd_open %d: %w", tid, err)
+	fd, err := OpenThreadPidfd(tid)
+	if err == nil || errors.Is(err, unix.ESRCH) {
+		return fd, err
 	}
 	return OpenProcessPidfd(tid)
 }

@@ -265,7 +265,7 @@ type workerState struct {
 	// pidfd is a thread pidfd of pidfdTid, the last thread whose socket
 	// call this worker checked (pidfdOf); -1: none.
 	pidfd, pidfdTid int
-	noThreadPidfd   bool // the kernel has no PIDFD_THREAD
+	noThreadPidfd   bool // no PIDFD_THREAD here: an older kernel, or a profile that refuses it
 	// buf holds the data a sendto copies, reused from call to call so
 	// that a flood of large sends costs each worker one buffer, not a
 	// garbage heap (grown to maxSend at most).
@@ -278,11 +278,8 @@ type workerState struct {
 	own                    creds
 	permitted, inheritable uint64
 	fsOwn, changed         bool
-	// handUmask: the caller's umask, for createMode to apply where the
-	// thread cannot take it on (!fsOwn); 0 otherwise.
-	handUmask uint32
-	caller    *creds // what asCaller took on
-	broken    error  // asSelf failed: the worker must end
+	caller                 *creds // what asCaller took on
+	broken                 error  // asSelf failed: the worker must end
 	// What asCaller changed, for asSelf to undo.
 	groupsChanged, idsChanged, umaskChanged, capsChanged bool
 	status                                               []byte // readCreds' buffer

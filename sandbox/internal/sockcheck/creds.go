@@ -180,12 +180,9 @@ func (w *workerState) asCaller(cr *creds) error {
 			return fmt.Errorf("setfsuid %d: refused", cr.fsuid)
 		}
 	}
-	w.handUmask = 0
 	if cr.umask >= 0 && w.fsOwn && cr.umask != w.own.umask {
 		w.umaskChanged = true
 		unix.RawSyscall(unix.SYS_UMASK, uintptr(cr.umask), 0, 0)
-	} else if cr.umask >= 0 && !w.fsOwn {
-		w.handUmask = uint32(cr.umask)
 	}
 	// Last: lowering the effective set ends what the steps above needed
 	// (CAP_SETUID, CAP_SETGID). setfsuid away from 0 has already cleared
@@ -209,7 +206,13 @@ func (w *workerState) asCaller(cr *creds) error {
 // runner asked (umask 077 before a key is written gives 0600), and is
 // exactly that whenever corral's umask is within the runner's (the usual
 // case: the runner inherits it, or tightens it).
-func (w *workerState) createMode(mode uint32) uint32 { return mode &^ w.handUmask }
+// Called as the caller (after asCaller).
+func (w *workerState) createMode(mode uint32) uint32 {
+	if w.fsOwn || w.caller == nil || w.caller.umask < 0 {
+		return mode
+	}
+	return mode &^ uint32(w.caller.umask)
+}
 
 // asSelf gives the worker's thread its own credentials back. Should the
 // kernel refuse (it has no reason to), the worker's thread is no longer
